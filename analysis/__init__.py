@@ -1,0 +1,1 @@
+"""Run records to metrics, plots, reports and sim-vs-real validation."""

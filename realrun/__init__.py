@@ -1,0 +1,1 @@
+"""Real multi-process training on torch.distributed / DDP with compctl's controllers."""

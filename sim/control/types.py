@@ -1,0 +1,86 @@
+"""The contract shared by the simulator and real runs: Observation in, Decision out.
+
+A controller is a deterministic function of its own state and the observations it has seen. It
+never reads the wall clock, the global RNG or a network trace; in real runs every rank builds the
+same :class:`Observation` from values agreed across ranks, so every rank reaches the same
+:class:`Decision`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+__all__ = ["COLLECTIVES", "Decision", "Observation", "Controller"]
+
+#: Collectives known to the cost model, the simulator and the real-run hook.
+COLLECTIVES: tuple[str, ...] = (
+    "ring",  # ring allreduce (dense or same-index payloads)
+    "tree",  # binary-tree allreduce
+    "rhd",  # recursive halving / doubling allreduce (Rabenseifner)
+    "ps",  # parameter server (star)
+    "allgather",  # ring allgather of (sparse) payloads, then local aggregation
+    "artopk-ring",  # AR-Topk: broadcast indices, ring-allreduce the values
+    "artopk-tree",  # AR-Topk: broadcast indices, tree-allreduce the values
+    "hierarchical",  # two-level: intra-node reduce-scatter, inter-node allreduce, allgather
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do for the next communication: which compressor, how dense, over which collective.
+
+    Attributes:
+        compressor: registry key of the compressor (``"none"`` for dense).
+        density: fraction of elements kept, in (0, 1]; 1.0 means dense.
+        collective: one of :data:`COLLECTIVES`.
+    """
+
+    compressor: str = "none"
+    density: float = 1.0
+    collective: str = "ring"
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.density <= 1.0):
+            raise ValueError(f"density must be in (0, 1], got {self.density!r}")
+        if self.collective not in COLLECTIVES:
+            raise ValueError(
+                f"unknown collective {self.collective!r}; known: {', '.join(COLLECTIVES)}"
+            )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a controller may know after an iteration; SI units throughout.
+
+    Timings are measured values agreed across ranks (max over ranks in real runs); the latency
+    and bandwidth are the monitor's estimates, not ground truth. ``None`` means "not measured
+    yet" (the first step).
+    """
+
+    step: int
+    world_size: int
+    grad_bytes: int
+    comm_s: float | None = None
+    compress_s: float | None = None
+    compute_s: float | None = None
+    latency_s: float | None = None
+    bandwidth_Bps: float | None = None
+    gain: float | None = None
+    decision: Decision | None = None
+    grad_norm: float | None = None
+    progress: float | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Controller(Protocol):
+    """A compression-control policy. Same code in the simulator and in real DDP runs."""
+
+    def reset(self, *, seed: int) -> None:
+        """Forget all state and seed the controller's private RNG."""
+        ...
+
+    def decide(self, obs: Observation) -> Decision:
+        """Return the decision for the next step given what was observed after the last one."""
+        ...

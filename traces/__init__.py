@@ -1,0 +1,16 @@
+"""Network traces and gradient traces: formats, importers, generators, bundled data.
+
+Import-light: no SimPy, no torch.
+"""
+
+from .csvio import read_trace, write_trace_csv, write_trace_parquet
+from .model import PiecewiseTrace, TraceSet, bottleneck
+
+__all__ = [
+    "PiecewiseTrace",
+    "TraceSet",
+    "bottleneck",
+    "read_trace",
+    "write_trace_csv",
+    "write_trace_parquet",
+]
