@@ -24,6 +24,7 @@ CLI_MODULES = (
     "traces.cli",
     "sim.compress.cli",
     "realrun.cli",
+    "realrun.capture_cli",
     "analysis.cli",
 )
 
