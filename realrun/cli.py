@@ -1,10 +1,161 @@
-"""Subcommands of `compctl` owned by this package (being filled in)."""
+"""``compctl real``: run real DDP training with a compctl controller, and ``compctl validate``.
+
+``validate`` lives in :mod:`analysis.validate_cli`; it is registered from here so the real-run
+commands sit together in ``compctl --help``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import sys
 from typing import Any
 
+from sim.errors import InputError
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Add this module's subcommands to ``sub``."""
+__all__ = ["register"]
+
+_EPILOG = """\
+examples:
+  # 2 ranks, the CNN on digits, a DC2-style controller, the seed 003 schedule emulated in the hook
+  compctl real --nproc 2 --workload digits-cnn --policy dc2-aimd --trace seed003-steps \\
+      --steps 300 --out runs/r
+  # fixed top-k at 1% over allgather, bandwidth shaped by the kernel (root): netns mode
+  compctl real --workload digits-mlp --policy fixed --param density=0.01 \\
+      --trace "const:lat_ms=2,bw_mbps=200" --emulation netns --out runs/n
+  # baseline: DDP's built-in allreduce, no hook, no emulation
+  compctl real --workload digits-cnn --no-hook --emulation none --out runs/base
+  # any simulator profile with synthetic data and emulated compute (throughput only)
+  compctl real --workload resnet50 --synthetic --steps 20 --trace const:bw_gbps=10 --out runs/s
+  # then compare with the simulator
+  compctl validate --real runs/r
+
+Emulation modes (recorded in meta.json): hook = delay and bandwidth emulated in the comm hook;
+netns = ranks in network namespaces, bandwidth by tbf following the trace, delay in the hook
+(root); tc = netem delay+rate on --iface (root, needs the netem qdisc); none = no emulation.
+Multi-node: torchrun ... -m realrun.worker --config cfg.json --out DIR (see docs/realrun.md).
+"""
+
+
+def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "real",
+        help="real multi-process DDP training with a controller (records in the sim schema)",
+        description=(
+            "Train a real workload with PyTorch DDP on local processes; every rank runs the "
+            "compctl comm hook with the same controller the simulator uses. Writes "
+            "records.parquet + meta.json (source=real) atomically."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--workload", required=True,
+                   help="digits-mlp, digits-cnn, char-lstm (or any profile with --synthetic)")
+    p.add_argument("--nproc", type=int, default=2, help="ranks on this machine (default 2)")
+    p.add_argument("--policy", default="dense", help="controller (compctl list policies)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="policy parameter (repeatable)")
+    p.add_argument("--trace", default=None,
+                   help="bundled trace name, trace file, or generator spec")
+    p.add_argument("--steps", type=int, default=300, help="training iterations (default 300)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--emulation", default="hook", choices=["hook", "netns", "tc", "none"],
+                   help="how the trace is emulated (default hook)")
+    p.add_argument("--iface", default=None, help="interface to shape in tc mode")
+    p.add_argument("--batch-size", type=int, default=None, help="per-rank batch (workload's)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (workload's)")
+    p.add_argument("--eval-every", type=int, default=25, help="held-out evaluation period")
+    p.add_argument("--warmup-steps", type=int, default=1,
+                   help="plain-allreduce iterations before the controller (>= 1)")
+    p.add_argument("--memory", default="residual", help="error feedback: residual, dgc, none")
+    p.add_argument("--owner", default="star", choices=["star", "var"],
+                   help="AR-Topk index owner rule")
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP bucket size (MiB)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--synthetic", action="store_true",
+                   help="random data, model with the profile's layer sizes (throughput only)")
+    p.add_argument("--no-hook", action="store_true",
+                   help="DDP's built-in allreduce instead of the compctl hook (baseline)")
+    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+    p.add_argument("--out", required=True, help="run directory to write")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.set_defaults(func=_run_real)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~realrun.config.RealConfig` the flags describe."""
+    from sim.cli_sim import parse_param
+
+    from .config import RealConfig
+
+    params = dict(parse_param(s) for s in args.param)
+    if len(params) != len(args.param):
+        raise InputError("a --param key is given twice")
+    if args.no_hook and args.policy != "dense":
+        raise InputError("--no-hook runs DDP's built-in allreduce: it needs --policy dense")
+    return RealConfig(
+        workload=args.workload,
+        nproc=args.nproc,
+        policy=args.policy,
+        policy_params=params,
+        trace=args.trace,
+        steps=args.steps,
+        seed=args.seed,
+        emulation=args.emulation,
+        iface=args.iface,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        eval_every=args.eval_every,
+        warmup_steps=args.warmup_steps,
+        memory=args.memory,
+        owner_rule=args.owner,
+        bucket_cap_mb=args.bucket_cap_mb,
+        threads=args.threads,
+        synthetic=args.synthetic,
+        backend=args.backend,
+        use_hook=not args.no_hook,
+    )
+
+
+def _run_real(args: argparse.Namespace) -> int:
+    from sim.rundir import read_run
+
+    from .launcher import launch
+
+    cfg = config_from_args(args)
+    progress = not args.quiet and sys.stderr.isatty()
+    dest = launch(cfg, args.out, force=args.force, progress=progress)
+    rec, _ = read_run(dest)
+    steady = rec[rec["iteration"] >= max(cfg.warmup_steps, 1)]
+    acc = rec["accuracy"].dropna()
+    summary: dict[str, Any] = {
+        "out": str(dest),
+        "iterations": len(rec),
+        "mean_iter_s": float(steady["iter_s"].mean()) if len(steady) else math.nan,
+        "mean_comm_s": float(steady["comm_s"].mean()) if len(steady) else math.nan,
+        "final_loss": float(rec["loss"].iloc[-1]),
+        "final_accuracy": float(acc.iloc[-1]) if len(acc) else math.nan,
+        "mean_density": float(steady["density"].mean()) if len(steady) else math.nan,
+    }
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        sys.stdout.write(
+            f"wrote {dest}: {summary['iterations']} iterations, "
+            f"mean {summary['mean_iter_s'] * 1e3:.2f} ms/iteration "
+            f"(comm {summary['mean_comm_s'] * 1e3:.2f} ms), mean density "
+            f"{summary['mean_density']:.4g}, final loss {summary['final_loss']:.4f}, "
+            f"accuracy {summary['final_accuracy']:.4f}\n"
+        )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add ``real`` and ``validate`` to ``sub``."""
+    _add_real(sub)
+    from analysis.validate_cli import register as register_validate
+
+    register_validate(sub)

@@ -1,10 +1,364 @@
-"""Subcommands of `compctl` owned by this package (being filled in)."""
+"""``compctl sim``, ``compctl cost`` and ``compctl workloads``: the simulator's commands.
+
+Human units at the command line only (ms, Gbit/s, MB); everything is converted to SI here.
+MB = 10^6 bytes, MiB = 2^20 bytes, Gbit/s = 10^9 bit/s.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import re
+import sys
 from typing import Any
 
+from sim.errors import InputError
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Add this module's subcommands to ``sub``."""
+__all__ = ["register", "parse_bytes", "parse_param"]
+
+_SIZE_UNITS = {
+    "": 1.0,
+    "b": 1.0,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "kib": 2.0**10,
+    "mib": 2.0**20,
+    "gib": 2.0**30,
+    "tib": 2.0**40,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_bytes(text: str) -> float:
+    """``"100MB"`` -> 1e8, ``"1.5GiB"`` -> 1.5 * 2^30, ``"4096"`` -> 4096 (bytes).
+
+    :class:`InputError` for an unknown unit or a malformed number.
+    """
+    m = _SIZE_RE.match(text)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise InputError(
+            f"bad size {text!r}: expected a number with an optional unit "
+            "(B, kB, MB, GB, TB = powers of 10; KiB, MiB, GiB, TiB = powers of 2)"
+        )
+    return float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+
+
+def parse_param(text: str) -> tuple[str, bool | int | float | str]:
+    """``key=value`` with the value read as bool, int, float or else string."""
+    if "=" not in text:
+        raise InputError(f"bad --param {text!r}: expected key=value")
+    key, raw = (s.strip() for s in text.split("=", 1))
+    if not key:
+        raise InputError(f"bad --param {text!r}: empty key")
+    low = raw.lower()
+    if low in ("true", "false"):
+        return key, low == "true"
+    for conv in (int, float):
+        try:
+            return key, conv(raw)
+        except ValueError:
+            pass
+    return key, raw
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        rel = ">= 0" if allow_zero else "> 0"
+        raise InputError(f"{name} must be a finite number {rel}, got {value!r}")
+    return value
+
+
+# ------------------------------------------------------------------------------------ sim
+_SIM_EPILOG = """\
+examples:
+  # Fixed random-k at 1% over ring allreduce, 64 workers, seed 003 network schedule:
+  compctl sim --workload resnet50 --workers 64 --trace seed003-steps \\
+      --collective ring --density 0.01 --iterations 500 --seed 1 --out runs/x
+  # Dense baseline, summary as JSON, nothing written:
+  compctl sim --workload bert-base --workers 16 --trace const:lat_ms=1,bw_gbps=10 \\
+      --policy dense --iterations 200 --json
+  # An adaptive policy with parameters, per-link traces from a file, stragglers:
+  compctl sim --workload vgg16 --workers 32 --trace links.csv --policy <name> \\
+      --param key=value --straggler-sigma 0.1 --out runs/y
+
+The trace is a bundled name (compctl trace list), a .csv/.parquet file, or a generator spec
+such as const:lat_ms=1,bw_gbps=10. Workloads: compctl workloads (or a JSON profile path).
+With --density below 1 and no --compressor, topk is used for sparse collectives (allgather,
+artopk-*) and randomk for same-index ones (ring, tree, rhd, ps, hierarchical).
+Output (--out): records.parquet, one row per iteration, and meta.json (config, versions, seed).
+"""
+
+
+def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "sim",
+        help="simulate data-parallel training over a network trace",
+        description=(
+            "Simulate N data-parallel workers training a workload over traced links at the "
+            "analytic fidelity level; a control policy picks compressor, density and collective "
+            "every iteration."
+        ),
+        epilog=_SIM_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--workload", required=True, help="profile name or JSON profile path")
+    p.add_argument("--workers", type=int, required=True, help="number of workers")
+    p.add_argument("--trace", required=True, help="bundled trace, trace file or generator spec")
+    p.add_argument("--policy", default="fixed", help="control policy (default: fixed)")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="policy parameter (repeatable); see compctl list policies",
+    )
+    p.add_argument("--collective", help="collective for the static policies (fixed, dense)")
+    p.add_argument("--density", type=float, help="density kept, in (0, 1]")
+    p.add_argument("--compressor", help="compressor name (see compctl list compressors)")
+    p.add_argument("--iterations", type=int, default=100, help="iterations (default: 100)")
+    p.add_argument("--seed", type=int, default=0, help="root seed (default: 0)")
+    p.add_argument("--bucket-size", default="25MB", help="DDP bucket capacity (default: 25MB)")
+    p.add_argument("--compute-scale", type=float, default=1.0, help="scale compute times")
+    p.add_argument(
+        "--straggler-sigma",
+        type=float,
+        default=0.0,
+        help="log-normal sigma of per-worker, per-iteration compute jitter (default: 0)",
+    )
+    p.add_argument(
+        "--worker-speed-sigma",
+        type=float,
+        default=0.0,
+        help="log-normal sigma of persistent per-worker slowness (default: 0)",
+    )
+    p.add_argument("--gpus-per-node", type=int, default=1, help="for --collective hierarchical")
+    p.add_argument("--intra-latency-us", type=float, default=5.0, help="intra-node latency")
+    p.add_argument("--intra-bandwidth-gbps", type=float, default=800.0, help="intra-node Gbit/s")
+    p.add_argument(
+        "--monitor",
+        default="auto",
+        help="link monitor: auto (off for static policies), on, off",
+    )
+    p.add_argument("--fidelity", default="analytic", help="fidelity level (analytic)")
+    p.add_argument("--out", help="run directory to write (records.parquet, meta.json)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary text")
+    p.set_defaults(func=_run_sim)
+
+
+def _sim_config(args: argparse.Namespace) -> Any:
+    from sim.runner import SimConfig
+
+    params = dict(parse_param(s) for s in args.param)
+    if len(params) != len(args.param):
+        raise InputError("a --param key is given twice")
+    return SimConfig(
+        workload=args.workload,
+        workers=args.workers,
+        trace=args.trace,
+        policy=args.policy,
+        policy_params=tuple(params.items()),
+        collective=args.collective,
+        density=args.density,
+        compressor=args.compressor,
+        iterations=args.iterations,
+        seed=args.seed,
+        bucket_bytes=parse_bytes(args.bucket_size),
+        fidelity=args.fidelity,
+        compute_scale=args.compute_scale,
+        straggler_sigma=args.straggler_sigma,
+        worker_speed_sigma=args.worker_speed_sigma,
+        gpus_per_node=args.gpus_per_node,
+        intra_latency_s=_positive("--intra-latency-us", args.intra_latency_us, allow_zero=True)
+        * 1e-6,
+        intra_bandwidth_Bps=_positive("--intra-bandwidth-gbps", args.intra_bandwidth_gbps)
+        * 1e9
+        / 8,
+        monitor=args.monitor,
+    )
+
+
+def _run_sim(args: argparse.Namespace) -> int:
+    from sim.rundir import check_out_dir, write_run
+    from sim.runner import run_simulation
+
+    cfg = _sim_config(args)
+    if args.out:
+        check_out_dir(args.out, force=args.force)
+    records, meta = run_simulation(cfg, progress=not args.quiet)
+    if args.out:
+        write_run(args.out, records, meta, force=args.force)
+    summary = {
+        "iterations": int(len(records)),
+        "simulated_s": float(meta["simulated_s"]),
+        "mean_iter_s": float(records["iter_s"].mean()),
+        "mean_compute_s": float(records["compute_s"].mean()),
+        "mean_exposed_comm_s": float(records["exposed_comm_s"].mean()),
+        "mean_compress_s": float(records["compress_s"].mean()),
+        "mean_comm_s": float(records["comm_s"].mean()),
+        "bytes_sent_per_worker": float(records["bytes_sent"].sum()),
+        "out": args.out,
+    }
+    if args.json:
+        sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")
+    elif not args.quiet:
+        sys.stdout.write(
+            f"{summary['iterations']} iterations, {summary['simulated_s']:.4g} s simulated: "
+            f"mean iteration {summary['mean_iter_s'] * 1e3:.4g} ms (compute "
+            f"{summary['mean_compute_s'] * 1e3:.4g} ms, exposed comm "
+            f"{summary['mean_exposed_comm_s'] * 1e3:.4g} ms, compression "
+            f"{summary['mean_compress_s'] * 1e3:.4g} ms); "
+            f"{summary['bytes_sent_per_worker'] / 1e6:.4g} MB sent per worker"
+            + (f"; wrote {args.out}" if args.out else "")
+            + "\n"
+        )
+    return 0
+
+
+# ----------------------------------------------------------------------------------- cost
+_COST_EPILOG = """\
+examples:
+  compctl cost --collective ring --workers 8 --bytes 100MB --latency-ms 1 --bandwidth-gbps 10
+  compctl cost --collective allgather --workers 64 --bytes 100MB --latency-ms 1 \\
+      --bandwidth-gbps 10 --density 0.01 --json
+  compctl cost --collective hierarchical --workers 64 --gpus-per-node 8 --bytes 1GiB \\
+      --latency-ms 0.05 --bandwidth-gbps 100
+
+--bytes is one worker's dense gradient (MB = 10^6 B, MiB = 2^20 B); --bandwidth-gbps is in
+10^9 bit/s. With --density and no --compressor: topk for sparse collectives (allgather,
+artopk-ring, artopk-tree), randomk for same-index ones (ring, tree, rhd, ps, hierarchical).
+The time printed is communication only; --json adds the modelled compression time (compress_s)
+and the alpha-beta terms.
+"""
+
+
+def _add_cost(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "cost",
+        help="closed-form time of one collective on a constant link",
+        description="Alpha-beta closed-form time of one collective on a constant link.",
+        epilog=_COST_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--collective", required=True, help="ring, tree, rhd, ps, allgather, ...")
+    p.add_argument("--workers", type=int, required=True, help="number of workers")
+    p.add_argument("--bytes", required=True, help="dense bytes per worker, e.g. 100MB")
+    p.add_argument("--latency-ms", type=float, required=True, help="per-message latency, ms")
+    p.add_argument("--bandwidth-gbps", type=float, required=True, help="link Gbit/s")
+    p.add_argument("--density", type=float, help="density kept, in (0, 1]")
+    p.add_argument("--compressor", help="compressor name (default: see below)")
+    p.add_argument("--dtype-bytes", type=int, default=4, help="bytes per element (default 4)")
+    p.add_argument("--gpus-per-node", type=int, default=1, help="for hierarchical")
+    p.add_argument("--intra-latency-us", type=float, default=5.0, help="for hierarchical")
+    p.add_argument("--intra-bandwidth-gbps", type=float, default=800.0, help="for hierarchical")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_run_cost)
+
+
+def cost_summary(args: argparse.Namespace) -> dict[str, Any]:
+    """The numbers ``compctl cost`` prints, as a dict (SI units)."""
+    from sim.collectives import IntraNodeLink, collective_shape
+    from sim.compress.spec import check_compatible, get_spec
+    from sim.control.types import COLLECTIVES
+    from sim.runner import default_compressor
+
+    coll = args.collective
+    if coll not in COLLECTIVES:
+        raise InputError(f"unknown collective {coll!r}; known: {', '.join(COLLECTIVES)}")
+    if args.workers < 1:
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
+    if args.dtype_bytes < 1:
+        raise InputError(f"--dtype-bytes must be >= 1, got {args.dtype_bytes}")
+    nbytes = _positive("--bytes", parse_bytes(args.bytes), allow_zero=True)
+    latency_s = _positive("--latency-ms", args.latency_ms, allow_zero=True) * 1e-3
+    bandwidth_Bps = _positive("--bandwidth-gbps", args.bandwidth_gbps) * 1e9 / 8
+    density = 1.0 if args.density is None else args.density
+    if not (0.0 < density <= 1.0):
+        raise InputError(f"--density must be in (0, 1], got {density!r}")
+    compressor = args.compressor or default_compressor(coll, density)
+    check_compatible(compressor, coll)
+    spec = get_spec(compressor)
+    numel = int(round(nbytes / args.dtype_bytes))
+    payload = spec.payload(numel, density, args.dtype_bytes)
+    intra = IntraNodeLink(
+        args.gpus_per_node,
+        _positive("--intra-latency-us", args.intra_latency_us, allow_zero=True) * 1e-6,
+        _positive("--intra-bandwidth-gbps", args.intra_bandwidth_gbps) * 1e9 / 8,
+    )
+    shape = collective_shape(coll, args.workers, payload, intra)
+    time_s = (
+        shape.fixed_before_s + shape.terms.time_s(latency_s, bandwidth_Bps) + shape.fixed_after_s
+    )
+    return {
+        "collective": coll,
+        "workers": args.workers,
+        "bytes": nbytes,
+        "latency_s": latency_s,
+        "bandwidth_Bps": bandwidth_Bps,
+        "compressor": compressor,
+        "density": density,
+        "payload_bytes": payload.total_bytes,
+        "n_alpha": shape.terms.n_alpha,
+        "n_bytes": shape.terms.n_bytes,
+        "time_s": time_s,
+        "compress_s": spec.compute_s(numel, density),
+    }
+
+
+def _run_cost(args: argparse.Namespace) -> int:
+    s = cost_summary(args)
+    if args.json:
+        sys.stdout.write(json.dumps(s, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(
+            f"{s['time_s']:.6g} s  ({s['collective']}, {s['workers']} workers, "
+            f"{s['compressor']} at density {s['density']:g}: {s['payload_bytes']:.6g} bytes "
+            "per worker)\n"
+        )
+    return 0
+
+
+# ------------------------------------------------------------------------------ workloads
+def _add_workloads(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "workloads",
+        help="list the built-in workload profiles",
+        description="List the built-in workload profiles (sim/profiles/*.json).",
+        epilog="examples:\n  compctl workloads\n  compctl workloads --json\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=_run_workloads)
+
+
+def _run_workloads(args: argparse.Namespace) -> int:
+    from sim.workloads import load_profile, profile_names
+
+    for name in profile_names():
+        prof = load_profile(name)
+        row = {
+            **prof.summary(),
+            "grad_bytes": prof.grad_bytes(),
+            "buckets_25MB": len(prof.buckets(25e6)),
+            "description": prof.description,
+        }
+        if args.json:
+            sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
+        else:
+            sys.stdout.write(
+                f"{name:<12} {prof.total_params / 1e6:9.3f} M params  "
+                f"fwd+bwd {(prof.forward_s + prof.backward_s) * 1e3:8.2f} ms  "
+                f"{row['buckets_25MB']:3d} buckets  {prof.description}\n"
+            )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add ``sim``, ``cost`` and ``workloads`` to ``sub``."""
+    _add_sim(sub)
+    _add_cost(sub)
+    _add_workloads(sub)

@@ -21,6 +21,7 @@ __all__ = ["main", "build_parser"]
 CLI_MODULES = (
     "sim.cli_sim",
     "sim.cli_list",
+    "sim.sweep.cli",
     "traces.cli",
     "sim.compress.cli",
     "realrun.cli",

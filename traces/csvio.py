@@ -125,7 +125,7 @@ def _read_csv(path: Path) -> TraceSet:
     for i, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
             raise InputError(f"{path}: line {i}: expected {len(header)} fields, got {len(row)}")
-        for h, v in zip(header, row):
+        for h, v in zip(header, row, strict=True):
             cols[h].append(v.strip())
     return _build(cols, meta, str(path), path.stem)
 
@@ -165,7 +165,7 @@ def to_rows(ts: TraceSet) -> list[tuple[float, float, float, float, str]]:
     """Flatten a trace set to (time_s, latency_s, bandwidth_Bps, loss, link) rows."""
     rows: list[tuple[float, float, float, float, str]] = []
     for lab, tr in ts.links.items():
-        for t, lat, bw, ls in zip(tr.time_s, tr.latency_s, tr.bandwidth_Bps, tr.loss):
+        for t, lat, bw, ls in zip(tr.time_s, tr.latency_s, tr.bandwidth_Bps, tr.loss, strict=True):
             rows.append((float(t), float(lat), float(bw), float(ls), lab))
     return rows
 

@@ -1,3 +1,12 @@
 """Built-in policies; importing this package registers every one of them."""
 
-from . import static  # noqa: F401
+from . import (  # noqa: F401
+    accordion,
+    bandit,
+    budget,
+    delay_aware,
+    gravac,
+    moo,
+    oracle,
+    static,
+)

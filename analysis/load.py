@@ -1,0 +1,264 @@
+"""Load results into tidy pandas frames: a sweep, a single run, or a folder of runs.
+
+:func:`load_results` accepts
+
+* a sweep directory (``sweep.json`` + ``runs/<id>/``; only the runs of the current plan),
+* a single run directory (``records.parquet`` + ``meta.json``),
+* any other directory holding run directories up to two levels down (for example the output of
+  ``compctl validate``, whose simulated and real runs are told apart by the ``source`` column).
+
+The result holds one row per run (``runs``: id, flattened configuration, a readable
+``policy_label``) and one row per iteration of every run (``records``: the run-record schema plus
+the run's id, label and configuration columns), which is the tidy frame plots are drawn from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sim.errors import InputError
+from sim.rundir import is_complete_run, read_run
+from sim.schema import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
+
+__all__ = [
+    "Results",
+    "load_results",
+    "load_sweep",
+    "flatten_config",
+    "policy_label",
+    "CHOICE_KEYS",
+]
+
+#: Configuration keys that describe *what the run chose* (the policy under test); every other
+#: configuration key describes the *scenario* (trace, scale, seed, workload, ...).
+CHOICE_KEYS: tuple[str, ...] = ("policy", "policy_params", "collective", "density", "compressor")
+
+_RECORD_COLUMNS = frozenset(REQUIRED_COLUMNS) | frozenset(OPTIONAL_COLUMNS)
+
+
+@dataclass
+class Results:
+    """Everything the metrics, plots and report need from one results path."""
+
+    kind: str  # "sweep", "run" or "collection"
+    name: str
+    path: Path
+    runs: pd.DataFrame  # one row per loaded run
+    records: pd.DataFrame  # one row per iteration per run
+    failures: pd.DataFrame  # run_id, origin, error (empty when none failed)
+    missing: int = 0  # planned runs neither complete nor failed (an interrupted sweep)
+    description: str = ""
+    hints: dict[str, Any] = field(default_factory=dict)
+    config_columns: list[str] = field(default_factory=list)
+
+    @property
+    def scenario_columns(self) -> list[str]:
+        """Flattened configuration columns that vary between runs and are not a choice."""
+        out = []
+        for col in self.config_columns:
+            if col.split(".")[0] in CHOICE_KEYS:
+                continue
+            if col in self.runs and self.runs[col].astype(str).nunique() > 1:
+                out.append(col)
+        return out
+
+
+def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested configuration -> ``{"a.b": value}``; lists become their JSON text."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_config(value, f"{name}."))
+        elif isinstance(value, list):
+            out[name] = json.dumps(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def policy_label(config: dict[str, Any]) -> str:
+    """A short readable name for what a run chose: ``fixed density=0.01 ring``."""
+    parts = [str(config.get("policy", "?"))]
+    params = dict(config.get("policy_params") or {})
+    for key in ("density", "collective", "compressor"):
+        if config.get(key) is not None:
+            params.setdefault(key, config[key])
+    for key in sorted(params):
+        if key == "compressor" and params.get("density") in (None, 1, 1.0):
+            continue
+        parts.append(f"{key}={_fmt(params[key])}")
+    return " ".join(parts)
+
+
+def _run_config(meta: dict[str, Any]) -> dict[str, Any]:
+    for key in ("sweep_config", "config"):
+        cfg = meta.get(key)
+        if isinstance(cfg, dict):
+            return cfg
+    return {}
+
+
+def _load_one(path: Path, run_id: str | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    records, meta = read_run(path)
+    cfg = _run_config(meta)
+    rid = run_id or str(meta.get("run_id") or path.name)
+    if not cfg and len(records):
+        # Runs written without a configuration (some real runs): rebuild what the records say.
+        cfg = {"policy": str(records["policy"].iloc[0])}
+    row: dict[str, Any] = {"run_id": rid, "path": str(path)}
+    row.update(flatten_config(cfg))
+    row["policy_label"] = policy_label(cfg) if cfg else rid
+    if "source" in records and len(records):
+        row["source"] = str(records["source"].iloc[0])
+    return row, records
+
+
+def _shorten_labels(rows: list[dict[str, Any]]) -> None:
+    """Drop ``key=value`` parts every run of the same policy shares (when it has several)."""
+    by_policy: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_policy.setdefault(row["policy_label"].split(" ")[0], []).append(row)
+    for group in by_policy.values():
+        labels = {r["policy_label"] for r in group}
+        if len(labels) < 2:
+            continue
+        token_sets = [set(lab.split(" ")[1:]) for lab in labels]
+        common = set.intersection(*token_sets)
+        for r in group:
+            head, *tokens = r["policy_label"].split(" ")
+            r["policy_label"] = " ".join([head, *(t for t in tokens if t not in common)])
+
+
+def _assemble(
+    rows: list[dict[str, Any]], frames: list[pd.DataFrame]
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    _shorten_labels(rows)
+    runs = pd.DataFrame(rows)
+    config_cols = [c for c in runs.columns if c not in ("run_id", "path", "policy_label", "source")]
+    tagged = []
+    for row, rec in zip(rows, frames, strict=True):
+        rec = rec.copy()
+        rec["run_id"] = row["run_id"]
+        rec["policy_label"] = row["policy_label"]
+        for col in config_cols:
+            if col in rec.columns or col in _RECORD_COLUMNS:
+                continue  # the record's own column (e.g. the policy actually used) wins
+            rec[col] = row.get(col)
+        tagged.append(rec)
+    records = pd.concat(tagged, ignore_index=True) if tagged else pd.DataFrame()
+    return runs, records, config_cols
+
+
+def _empty_failures() -> pd.DataFrame:
+    return pd.DataFrame({"run_id": [], "origin": [], "error": []}, dtype="string")
+
+
+def _load_sweep_dir(path: Path) -> Results:
+    plan = json.loads((path / "sweep.json").read_text())
+    rows, frames = [], []
+    failures = _empty_failures()
+    fpath = path / "failures.json"
+    if fpath.is_file():
+        doc = json.loads(fpath.read_text())
+        failures = pd.DataFrame(
+            [
+                {"run_id": f["run_id"], "origin": f.get("origin", ""), "error": f["error"]}
+                for f in doc.get("failures", [])
+            ]
+        )
+    failed = set(failures["run_id"]) if len(failures) else set()
+    missing = 0
+    for entry in plan.get("runs", []):
+        rid = entry["run_id"]
+        run_path = path / "runs" / rid
+        if not is_complete_run(run_path):
+            missing += rid not in failed
+            continue
+        row, rec = _load_one(run_path, rid)
+        row["origin"] = entry.get("origin", "")
+        rows.append(row)
+        frames.append(rec)
+    cols: list[str] = []
+    if not rows:
+        runs, records = pd.DataFrame(), pd.DataFrame()
+    else:
+        runs, records, cols = _assemble(rows, frames)
+        cols = [c for c in cols if c != "origin"]
+    return Results(
+        kind="sweep",
+        name=str(plan.get("name") or path.name),
+        path=path,
+        runs=runs,
+        records=records,
+        failures=failures,
+        missing=missing,
+        description=str(plan.get("description") or ""),
+        hints=dict(plan.get("report") or {}),
+        config_columns=cols,
+    )
+
+
+def _find_runs(path: Path, depth: int = 2) -> list[Path]:
+    found: list[Path] = []
+    for child in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if is_complete_run(child):
+            found.append(child)
+        elif depth > 1:
+            found.extend(_find_runs(child, depth - 1))
+    return found
+
+
+def load_results(path: str | os.PathLike[str]) -> Results:
+    """Load a sweep, a run or a folder of runs (see the module docstring)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    if not p.is_dir():
+        raise InputError(f"{p}: not a directory (expected a sweep or run directory)")
+    if (p / "sweep.json").is_file():
+        return _load_sweep_dir(p)
+    if is_complete_run(p):
+        paths = [p]
+        kind = "run"
+    else:
+        paths = _find_runs(p)
+        kind = "collection"
+        if not paths:
+            raise InputError(
+                f"{p}: holds no runs (expected sweep.json, records.parquet + meta.json, or run "
+                "directories inside)"
+            )
+    rows, frames = [], []
+    for rp in paths:
+        rid = rp.name if kind == "run" else str(rp.relative_to(p))
+        row, rec = _load_one(rp, rid)
+        rows.append(row)
+        frames.append(rec)
+    runs, records, cols = _assemble(rows, frames)
+    return Results(
+        kind=kind,
+        name=p.name,
+        path=p,
+        runs=runs,
+        records=records,
+        failures=_empty_failures(),
+        config_columns=cols,
+    )
+
+
+def load_sweep(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """The tidy per-iteration frame of a sweep (or run, or folder of runs) at ``path``."""
+    return load_results(path).records

@@ -1,0 +1,142 @@
+"""The configuration of one real run, validated before any process starts.
+
+:class:`RealConfig` is what ``compctl real`` builds from its flags, what the launcher writes to
+the ranks as JSON, and what ``meta.json`` records (so ``compctl validate`` can simulate the same
+run). :meth:`RealConfig.check` resolves every name (workload, policy, trace) in the parent, so a
+typo fails in one line before any process or network namespace exists.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from sim.errors import InputError
+
+from .emulation import EMULATION_MODES
+
+__all__ = ["RealConfig"]
+
+
+@dataclass(frozen=True)
+class RealConfig:
+    """One real data-parallel training run.
+
+    Attributes:
+        workload: built-in real workload (``digits-mlp``, ``digits-cnn``, ``char-lstm``) or, with
+            ``synthetic``, any simulator profile name or JSON path (throughput only).
+        nproc: ranks on this machine.
+        policy: registered controller name; ``policy_params`` its keyword parameters.
+        trace: trace spec (bundled name, file, generator spec); ``None`` only with emulation
+            ``none``.
+        steps: training iterations.
+        seed: root seed (model init, data order, compressor streams, controller).
+        emulation: ``none``, ``hook``, ``netns`` or ``tc`` (see :mod:`realrun.emulation`).
+        iface: network interface shaped by ``tc`` mode.
+        batch_size, lr: override the workload's defaults when set.
+        eval_every: held-out evaluation every this many iterations (and after the last).
+        warmup_steps: iterations of plain allreduce before the controller is asked.
+        memory: error-feedback memory (``residual``, ``dgc``, ``none``).
+        owner_rule: AR-Topk index owner (``star`` or ``var``).
+        bucket_cap_mb: DDP bucket capacity in MiB (torch's default is 25).
+        threads: torch intra-op threads per rank.
+        synthetic: random data and a model with the profile's layer sizes (no accuracy).
+        backend: ``gloo``, ``nccl`` or ``auto`` (NCCL when CUDA is available).
+        use_hook: ``False`` runs DDP's built-in allreduce (baseline for overhead and accuracy).
+    """
+
+    workload: str
+    nproc: int = 2
+    policy: str = "dense"
+    policy_params: dict[str, Any] = field(default_factory=dict)
+    trace: str | None = None
+    steps: int = 300
+    seed: int = 0
+    emulation: str = "hook"
+    iface: str | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    eval_every: int = 25
+    warmup_steps: int = 1
+    memory: str = "residual"
+    owner_rule: str = "star"
+    bucket_cap_mb: float = 25.0
+    threads: int = 1
+    synthetic: bool = False
+    backend: str = "auto"
+    use_hook: bool = True
+
+    def __post_init__(self) -> None:
+        def need_int(name: str, lo: int) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+        for name, lo in (("nproc", 1), ("steps", 1), ("seed", 0), ("eval_every", 1),
+                         ("warmup_steps", 1), ("threads", 1)):
+            need_int(name, lo)
+        if self.batch_size is not None:
+            need_int("batch_size", 1)
+        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
+            raise InputError(f"lr must be a finite number > 0, got {self.lr!r}")
+        if not (math.isfinite(self.bucket_cap_mb) and self.bucket_cap_mb > 0):
+            raise InputError(f"bucket_cap_mb must be > 0, got {self.bucket_cap_mb!r}")
+        if self.emulation not in EMULATION_MODES:
+            raise InputError(
+                f"unknown emulation {self.emulation!r}; known: {', '.join(EMULATION_MODES)}"
+            )
+        if self.emulation != "none" and self.trace is None:
+            raise InputError(f"emulation {self.emulation!r} needs --trace")
+        if self.emulation == "tc" and not self.iface:
+            raise InputError("emulation 'tc' needs --iface (the interface to shape)")
+        if self.backend not in ("auto", "gloo", "nccl"):
+            raise InputError(f"backend must be auto, gloo or nccl, got {self.backend!r}")
+        if self.owner_rule not in ("star", "var"):
+            raise InputError(f"owner rule must be star or var, got {self.owner_rule!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; inverse of :meth:`from_dict`."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RealConfig:
+        """Build and validate; unknown fields are an :class:`InputError`."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise InputError(f"unknown real-run field {unknown[0]!r}")
+        return cls(**d)
+
+    def check(self) -> None:
+        """Resolve workload, policy and trace now (in the parent), raising :class:`InputError`."""
+        from sim.compress.base import make_memory
+        from sim.control import make_policy
+
+        if self.synthetic:
+            from sim.workloads import load_profile
+
+            load_profile(self.workload)
+        else:
+            from .workloads import get_workload
+
+            get_workload(self.workload)
+        make_policy(self.policy, seed=self.seed, **self.policy_params)
+        make_memory(self.memory)
+        if self.trace is not None:
+            self.trace_set()
+
+    def trace_set(self) -> Any:
+        """The resolved :class:`~traces.model.TraceSet` (``None`` without a trace)."""
+        if self.trace is None:
+            return None
+        from traces.bundled import resolve_trace
+
+        return resolve_trace(self.trace)
+
+    def link_trace(self) -> Any:
+        """The trace the ranks' collectives see: the bottleneck of the links they use."""
+        ts = self.trace_set()
+        if ts is None:
+            return None
+        return ts.bottleneck(self.nproc, horizon_s=3600.0 * 24)

@@ -1,0 +1,157 @@
+"""``netns`` emulation: each rank in its own network namespace, bandwidth shaped by tbf.
+
+Topology for ``n`` ranks (names carry a per-run tag so concurrent runs never collide)::
+
+    ns <tag>-r0: ci0 10.<x>.<y>.1/24 ──veth── cb0 ┐
+    ns <tag>-r1: ci1 10.<x>.<y>.2/24 ──veth── cb1 ┼─ bridge br0 in ns <tag>-hub
+    ...                                             ┘
+
+Each rank's egress (``ci<i>``) gets ``tbf rate R``; R follows the trace through
+``tc qdisc change`` (:class:`~realrun.shaper.TraceShaper`). The kernel here has no netem, so
+delay is added by the hook (:class:`~realrun.emulation.HookEmulator`, mode ``netns``). Gloo is
+bound to ``ci<i>`` with ``GLOO_SOCKET_IFNAME``.
+
+:class:`NetnsLab` is a context manager: every namespace it created is deleted on exit, also on
+errors and Ctrl-C (deleting a namespace deletes its veth ends and the bridge). Needs root.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+from types import TracebackType
+
+from sim.errors import InputError
+
+from .shaper import run_tc
+from .traceplayer import Breakpoint
+
+__all__ = ["NetnsLab", "netns_unavailable_reason", "tbf_args"]
+
+log = logging.getLogger(__name__)
+
+
+def netns_unavailable_reason() -> str | None:
+    """Why netns emulation cannot run here (``None`` if it can): root, ``ip``, ``tc``, netns."""
+    if os.geteuid() != 0:
+        return "netns emulation needs root (network namespaces and tc)"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"netns emulation needs the `{tool}` command (iproute2)"
+    name = f"cc-probe-{secrets.token_hex(3)}"
+    res = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if res.returncode != 0:
+        return f"`ip netns add` failed: {res.stderr.strip() or res.returncode}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return None
+
+
+def tbf_args(bandwidth_Bps: float) -> list[str]:
+    """``tbf`` parameters for a rate: burst ~4 ms of traffic (at least 2 full packets + the
+    kernel's per-tick need), queue up to 100 ms, so TCP sees a smooth bottleneck."""
+    rate_bit = max(int(round(bandwidth_Bps * 8)), 8000)
+    burst = max(int(bandwidth_Bps * 0.004), 16_000)
+    return ["rate", f"{rate_bit}bit", "burst", str(burst), "latency", "100ms"]
+
+
+class NetnsLab:
+    """Namespaces, veth pairs and a bridge for ``n`` ranks; use as a context manager.
+
+    Args:
+        n: number of ranks.
+        bandwidth_Bps: initial rate of every rank's egress (``None``: unshaped).
+        tag: name prefix (random by default).
+    """
+
+    def __init__(self, n: int, *, bandwidth_Bps: float | None = None, tag: str | None = None):
+        if n < 1 or n > 250:
+            raise InputError(f"netns emulation supports 1..250 ranks, got {n}")
+        self.n = n
+        self.tag = tag or f"cc{secrets.token_hex(3)}"
+        self.hub = f"{self.tag}-hub"
+        self._subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
+        self._bw0 = bandwidth_Bps
+        self._created: list[str] = []
+
+    def ns(self, rank: int) -> str:
+        """Namespace of ``rank``."""
+        return f"{self.tag}-r{rank}"
+
+    def iface(self, rank: int) -> str:
+        """The rank's interface inside its namespace."""
+        return f"ci{rank}"
+
+    def addr(self, rank: int) -> str:
+        """The rank's IPv4 address."""
+        return f"{self._subnet}.{rank + 1}"
+
+    def exec_prefix(self, rank: int) -> list[str]:
+        """Command prefix that runs a program inside the rank's namespace."""
+        return ["ip", "netns", "exec", self.ns(rank)]
+
+    # --------------------------------------------------------------------------- lifecycle
+    def __enter__(self) -> NetnsLab:
+        reason = netns_unavailable_reason()
+        if reason is not None:
+            raise InputError(reason)
+        try:
+            self._setup()
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+    def _ip(self, *args: str, netns: str | None = None) -> None:
+        run_tc(["ip", *args], netns=netns)
+
+    def _setup(self) -> None:
+        for name in [self.hub] + [self.ns(r) for r in range(self.n)]:
+            self._ip("netns", "add", name)
+            self._created.append(name)
+            self._ip("link", "set", "lo", "up", netns=name)
+        self._ip("link", "add", "br0", "type", "bridge", netns=self.hub)
+        self._ip("link", "set", "br0", "up", netns=self.hub)
+        for r in range(self.n):
+            ns, ci, cb = self.ns(r), self.iface(r), f"cb{r}"
+            # Create the pair inside the rank's namespace, then move one end to the hub.
+            self._ip("link", "add", ci, "type", "veth", "peer", "name", cb, netns=ns)
+            self._ip("link", "set", cb, "netns", self.hub, netns=ns)
+            self._ip("link", "set", cb, "master", "br0", netns=self.hub)
+            self._ip("link", "set", cb, "up", netns=self.hub)
+            self._ip("addr", "add", f"{self.addr(r)}/24", "dev", ci, netns=ns)
+            self._ip("link", "set", ci, "up", netns=ns)
+            if self._bw0 is not None:
+                run_tc(["tc", "qdisc", "add", "dev", ci, "root", "tbf", *tbf_args(self._bw0)],
+                       netns=ns)
+        log.info("netns lab %s: %d ranks on %s.0/24", self.tag, self.n, self._subnet)
+
+    def set_bandwidth(self, bandwidth_Bps: float) -> None:
+        """Change every rank's egress rate now (``tc qdisc change``; add if none yet)."""
+        verb = "change" if self._bw0 is not None else "add"
+        for r in range(self.n):
+            run_tc(["tc", "qdisc", verb, "dev", self.iface(r), "root", "tbf",
+                    *tbf_args(bandwidth_Bps)], netns=self.ns(r))
+        self._bw0 = bandwidth_Bps
+
+    def apply(self, bp: Breakpoint) -> None:
+        """Apply a trace breakpoint's bandwidth (its latency is the hook's job)."""
+        self.set_bandwidth(bp.bandwidth_Bps)
+
+    def cleanup(self) -> None:
+        """Delete every namespace this lab created (idempotent; errors are logged)."""
+        while self._created:
+            name = self._created.pop()
+            res = subprocess.run(["ip", "netns", "del", name], capture_output=True, text=True)
+            if res.returncode != 0:
+                log.warning("could not delete netns %s: %s", name, res.stderr.strip())

@@ -1,0 +1,293 @@
+"""Measure every compressor: time per call and estimation quality, and calibrate the specs.
+
+Used by ``compctl bench compressors`` and ``benchmarks/bench_compressors.py``. For each input
+vector (synthetic Gaussian, Laplace or Student-t, or arrays from a captured ``.npz``) every
+compressor runs once per repeat, interleaved, so machine noise hits all of them alike; the
+median time of compress + local decompress is reported, with the achieved/target density
+averaged over calls (SIDCo's normalised average compression ratio) and the mean gain.
+Adaptive compressors (SIDCo) first run ``warmup_calls`` untimed calls per configuration so the
+quality is the one after stage adaptation.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sim.errors import InputError
+
+from .base import Compressor, compressor_names, make_compressor
+from .specs import CALIBRATION_PATH, load_calibration
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "BenchRow",
+    "synthetic",
+    "load_captured",
+    "bench_compressors",
+    "fit_compute_model",
+    "write_calibration",
+    "parse_count",
+]
+
+log = logging.getLogger(__name__)
+
+#: Synthetic gradient distributions (Student-t has 3 degrees of freedom: heavy-tailed, finite variance).
+DISTRIBUTIONS = ("gaussian", "laplace", "student-t")
+_STUDENT_DF = 3.0
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One (compressor, input, density) cell of the benchmark.
+
+    Attributes:
+        compressor: registry name.
+        input: distribution name or ``captured:<array>``.
+        numel: elements per vector.
+        density: target density.
+        time_s: median seconds per compress + local decompress.
+        ratio: achieved / target density averaged over the calls (``None`` for compressors
+            that do not target a density: dense, quantisers, fixed threshold).
+        achieved_density: mean achieved density.
+        gain: mean ``||C(x)||^2 / ||x||^2``.
+        calls: timed calls.
+        speedup_vs_topk: exact top-k's median time / this one's (same input, same run), if run.
+    """
+
+    compressor: str
+    input: str
+    numel: int
+    density: float
+    time_s: float
+    ratio: float | None
+    achieved_density: float
+    gain: float
+    calls: int
+    speedup_vs_topk: float | None = None
+
+
+def parse_count(text: str) -> int:
+    """``"10k"``, ``"1M"``, ``"2.5M"``, ``"1e6"`` or ``"1000"`` as an integer (k=10^3, M=10^6, G=10^9)."""
+    t = text.strip()
+    mult = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
+    num = t[:-1] if mult != 1 else t
+    try:
+        value = float(num) * mult
+    except ValueError:
+        raise InputError(f"bad size {text!r}; use e.g. 10k, 1M, 2.5M") from None
+    if not (value >= 1 and math.isfinite(value)):
+        raise InputError(f"size must be >= 1, got {text!r}")
+    return int(round(value))
+
+
+def synthetic(distribution: str, numel: int, gen: torch.Generator) -> torch.Tensor:
+    """A float32 vector of ``numel`` draws from ``distribution`` (unit scale) using ``gen``."""
+    if distribution == "gaussian":
+        return torch.randn(numel, generator=gen)
+    u = torch.rand(numel, generator=gen, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
+    if distribution == "laplace":
+        # inverse CDF, so the draw depends only on gen
+        centred = u - 0.5
+        return (-torch.sign(centred) * torch.log1p(-2.0 * centred.abs())).float()
+    if distribution == "student-t":
+        z = torch.randn(numel, generator=gen, dtype=torch.float64)
+        chi2 = torch._standard_gamma(torch.full((numel,), _STUDENT_DF / 2, dtype=torch.float64), generator=gen) * 2.0
+        return (z / torch.sqrt(chi2 / _STUDENT_DF)).float()
+    raise InputError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
+
+
+def load_captured(path: Path) -> dict[str, torch.Tensor]:
+    """Every array of a ``.npz`` file, flattened to float32 (one benchmark input each)."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: np.asarray(data[name]) for name in data.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+    out: dict[str, torch.Tensor] = {}
+    for name, arr in arrays.items():
+        if arr.dtype.kind != "f" or arr.size == 0:
+            log.info("skipping %s: not a non-empty float array", name)
+            continue
+        out[f"captured:{name}"] = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32).reshape(-1))
+    if not out:
+        raise InputError(f"{path}: no non-empty float arrays")
+    return out
+
+
+def _time_call(comp: Compressor, x: torch.Tensor, density: float, key: str, step: int) -> tuple[float, float, float, float]:
+    if x.device.type == "cuda":
+        torch.cuda.synchronize(x.device)
+    t0 = time.perf_counter()
+    c = comp.compress(x, density, key=key, step=step)
+    local = comp.decompress(c)
+    if x.device.type == "cuda":
+        torch.cuda.synchronize(x.device)
+    elapsed = time.perf_counter() - t0
+    target = max(1, math.ceil(x.numel() * density))
+    den = float(torch.sum(x.double() ** 2))
+    gain = float(torch.sum(local.double() ** 2)) / den if den > 0 else 1.0
+    return elapsed, c.kept / target, gain, c.achieved_density
+
+
+def _make_synthetic(distribution: str, numel: int, child: np.random.SeedSequence) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(int(child.generate_state(1, dtype=np.uint64)[0] >> 1))
+    return synthetic(distribution, numel, gen)
+
+
+def _inputs(
+    distributions: Sequence[str], sizes: Sequence[int], repeats: int, seed: int, captured: dict[str, torch.Tensor] | None
+) -> Iterable[tuple[str, list[Callable[[], torch.Tensor]]]]:
+    """(input name, a maker per repeat): vectors are made lazily so big ones do not pile up."""
+    ss = np.random.SeedSequence(seed)
+    for dist in distributions:
+        for numel in sizes:
+            yield dist, [functools.partial(_make_synthetic, dist, numel, c) for c in ss.spawn(repeats)]
+    for name, vec in (captured or {}).items():
+        yield name, [functools.partial(torch.clone, vec)] * repeats
+
+
+def bench_compressors(
+    *,
+    names: Sequence[str] | None = None,
+    sizes: Sequence[int] = (1_000_000,),
+    densities: Sequence[float] = (0.001, 0.01),
+    distributions: Sequence[str] = DISTRIBUTIONS,
+    repeats: int = 3,
+    calls: int = 3,
+    warmup_calls: int = 15,
+    seed: int = 0,
+    device: str = "cpu",
+    captured: dict[str, torch.Tensor] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[BenchRow]:
+    """Run the benchmark grid and return one :class:`BenchRow` per cell.
+
+    Each of ``repeats`` vectors per input is compressed ``calls`` times by every compressor,
+    in interleaved rounds. ``progress`` is called with the number of finished (input, repeat)
+    units, if given.
+    """
+    all_names = compressor_names()
+    chosen = list(names) if names else all_names
+    for n in chosen:
+        if n not in all_names:
+            raise InputError(f"unknown compressor {n!r}; known: {', '.join(all_names)}")
+    if repeats < 1 or calls < 1:
+        raise InputError(f"repeats and calls must be >= 1, got {repeats} and {calls}")
+    for d in densities:
+        if not (0.0 < d <= 1.0):
+            raise InputError(f"density must be in (0, 1], got {d!r}")
+    for dist in distributions:
+        if dist not in DISTRIBUTIONS:
+            raise InputError(f"unknown distribution {dist!r}; known: {', '.join(DISTRIBUTIONS)}")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError("device cuda requested but CUDA is not available")
+    rows: list[BenchRow] = []
+    for input_name, makers in _inputs(distributions, sizes, repeats, seed, captured):
+        samples: dict[tuple[str, float], list[tuple[float, float, float, float]]] = {}
+        comps = {(n, d): make_compressor(n, seed=seed) for n in chosen for d in densities}
+        numel = 0
+        for rep, maker in enumerate(makers):
+            x = maker().to(dev)
+            numel = x.numel()
+            for (n, d), comp in comps.items():
+                key = f"{input_name}/{numel}/{d}"
+                if rep == 0:
+                    # untimed: allocates workspaces, and lets adaptive compressors settle
+                    warm = warmup_calls if getattr(comp, "adapt", False) else 1
+                    for i in range(warm):
+                        _time_call(comp, x, d, key, 10**6 + i)
+            for call in range(calls):
+                for (n, d), comp in comps.items():
+                    key = f"{input_name}/{numel}/{d}"
+                    step = rep * calls + call
+                    samples.setdefault((n, d), []).append(_time_call(comp, x, d, key, step))
+            del x
+            if progress is not None:
+                progress(1)
+        for (n, d), got in samples.items():
+            targets = comps[(n, d)].targets_density
+            rows.append(
+                BenchRow(
+                    compressor=n,
+                    input=input_name,
+                    numel=numel,
+                    density=d,
+                    time_s=statistics.median(t for t, _, _, _ in got),
+                    ratio=statistics.fmean(r for _, r, _, _ in got) if targets else None,
+                    achieved_density=statistics.fmean(a for _, _, _, a in got),
+                    gain=statistics.fmean(g for _, _, g, _ in got),
+                    calls=len(got),
+                )
+            )
+    return _with_speedups(rows)
+
+
+def _with_speedups(rows: list[BenchRow]) -> list[BenchRow]:
+    base = {(r.input, r.numel, r.density): r.time_s for r in rows if r.compressor == "topk"}
+    out = []
+    for r in rows:
+        b = base.get((r.input, r.numel, r.density))
+        speed = b / r.time_s if b is not None and r.time_s > 0 else None
+        out.append(BenchRow(**{**asdict(r), "speedup_vs_topk": speed}))
+    return out
+
+
+def fit_compute_model(rows: Sequence[BenchRow]) -> dict[str, dict[str, float]]:
+    """Per compressor, least-squares ``time_s = fixed_s + per_element_s * numel`` over its rows.
+
+    Both coefficients are kept non-negative (a negative intercept is refitted through the
+    origin). Needs at least two distinct sizes per compressor.
+    """
+    by_name: dict[str, list[BenchRow]] = {}
+    for r in rows:
+        by_name.setdefault(r.compressor, []).append(r)
+    model: dict[str, dict[str, float]] = {}
+    for name, rs in sorted(by_name.items()):
+        n = np.array([r.numel for r in rs], dtype=float)
+        t = np.array([r.time_s for r in rs], dtype=float)
+        if len(set(n.tolist())) < 2:
+            raise InputError("calibration needs at least two different sizes (e.g. --sizes 1M,10M)")
+        slope, intercept = np.polyfit(n, t, 1)
+        if intercept < 0.0:
+            intercept, slope = 0.0, float(np.dot(n, t) / np.dot(n, n))
+        model[name] = {"fixed_s": float(intercept), "per_element_s": float(max(slope, 0.0))}
+    return model
+
+
+def write_calibration(
+    model: dict[str, dict[str, float]],
+    *,
+    device: str,
+    machine: str,
+    command: str,
+    path: Path = CALIBRATION_PATH,
+) -> None:
+    """Merge ``model`` into the calibration file under ``device`` (atomically)."""
+    data: dict[str, Any] = load_calibration(path) if path.exists() else {}
+    data.setdefault("schema", 1)
+    data.setdefault("devices", {})
+    data["devices"][device] = model
+    data.setdefault("provenance", {})[device] = {
+        "machine": machine,
+        "command": command,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "threads": torch.get_num_threads(),
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)

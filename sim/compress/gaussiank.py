@@ -1,0 +1,48 @@
+"""Gaussian-k (Shi et al., GaussianKSGD): Gaussian quantile threshold with a few corrections."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from sim.errors import InputError
+
+from .base import Key, register_compressor
+from .sparse import ThresholdEstimator, indices_above
+
+__all__ = ["GaussiankCompressor"]
+
+
+@register_compressor("gaussiank")
+class GaussiankCompressor(ThresholdEstimator):
+    """Assume zero-mean Gaussian gradients: threshold ``sigma * sqrt(2) * erfinv(1 - d)`` on |g|
+    (``d`` the density among nonzeros), then halve it (too few) or multiply by 1.5 (too many)
+    until the count is within ``[2k/3, 4k/3]`` or ``max_iters`` corrections were made.
+
+    Args:
+        max_iters: most threshold corrections per call.
+    """
+
+    density_band = (2.0 / 3.0, 4.0 / 3.0)
+
+    def __init__(self, *, max_iters: int = 10, seed: int = 0) -> None:
+        super().__init__(seed=seed)
+        if max_iters < 0:
+            raise InputError(f"gaussiank max_iters must be >= 0, got {max_iters!r}")
+        self.max_iters = int(max_iters)
+
+    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
+        """Quantile threshold, corrected multiplicatively."""
+        sigma = math.sqrt(float(torch.sum(a.double() ** 2)) / nnz)
+        d = k / nnz
+        threshold = sigma * math.sqrt(2.0) * float(torch.erfinv(torch.tensor(1.0 - d, dtype=torch.float64)))
+        lo, hi = 2.0 * k / 3.0, 4.0 * k / 3.0
+        idx = indices_above(a, threshold)
+        for _ in range(self.max_iters):
+            count = idx.numel()
+            if lo <= count <= hi:
+                break
+            threshold *= 0.5 if count < lo else 1.5
+            idx = indices_above(a, threshold)
+        return idx

@@ -1,0 +1,296 @@
+"""Link estimators: latency and bandwidth from the measured durations of past collectives.
+
+Every collective is described by its alpha-beta terms (:class:`sim.costmodel.AlphaBeta`): it
+costs ``n_alpha`` latencies plus ``n_bytes`` through the bottleneck link. A measured duration
+``t = n_alpha * alpha + n_bytes * beta`` is one linear equation in the two unknowns (alpha, beta);
+two collectives with different shapes (different bucket sizes, densities or collectives) pin both
+down. :class:`LinkMonitor` keeps the last few measurements, fits (alpha, beta) by least squares
+and smooths the fitted values with an EWMA or a windowed min filter (the "base delay" idea of
+delay-based congestion control). The same class is fed by the simulator and by the real-run hook.
+
+Pure: numpy only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = [
+    "fit_alpha_beta",
+    "fit_alpha_beta_lstsq",
+    "EwmaFilter",
+    "MinFilter",
+    "LinkMonitor",
+    "SMOOTHING_MODES",
+]
+
+_log = logging.getLogger(__name__)
+
+#: Accepted values of ``LinkMonitor(smoothing=...)``.
+SMOOTHING_MODES: tuple[str, ...] = ("none", "ewma", "min")
+
+# Rows whose (n_alpha, n_bytes) directions differ by less than this (sine of the angle between
+# them, after scaling the columns) count as "the same shape": they cannot separate alpha from beta.
+_MIN_SINE = 1e-6
+
+
+def fit_alpha_beta(
+    n_alpha: Sequence[float] | np.ndarray,
+    n_bytes: Sequence[float] | np.ndarray,
+    seconds: Sequence[float] | np.ndarray,
+) -> tuple[float, float] | None:
+    """Least-squares fit of ``seconds = n_alpha * alpha + n_bytes * beta`` with alpha, beta >= 0.
+
+    Returns ``(alpha_s, beta_s_per_byte)``, exact for two consistent measurements of different
+    shape, or ``None`` when the measurements cannot separate the two terms (fewer than two rows,
+    or every row a multiple of the same (n_alpha, n_bytes) vector).
+
+    The 2x2 normal equations are solved in plain Python, in one pass: the monitor refits after
+    every collective on a handful of rows, where numpy's per-call overhead would dominate.
+    :func:`fit_alpha_beta_lstsq` is the numpy reference it is tested against.
+    """
+    a = [float(x) for x in n_alpha]
+    b = [float(x) for x in n_bytes]
+    t = [float(x) for x in seconds]
+    if not (len(a) == len(b) == len(t)):
+        raise ValueError("n_alpha, n_bytes and seconds must have equal length")
+    return _fit_rows(list(zip(a, b, t, strict=True)))
+
+
+def _fit_rows(rows: Sequence[tuple[float, float, float]]) -> tuple[float, float] | None:
+    """:func:`fit_alpha_beta` on ``(n_alpha, n_bytes, seconds)`` rows, in one pass."""
+    if len(rows) < 2:
+        return None
+    if len(rows) == 2:
+        return _solve_two(rows[0], rows[1])
+    s11 = s22 = s12 = r1 = r2 = 0.0
+    for a, b, t in rows:
+        s11 += a * a
+        s22 += b * b
+        s12 += a * b
+        r1 += a * t
+        r2 += b * t
+    if s11 == 0.0 or s22 == 0.0:
+        return None
+    det = s11 * s22 - s12 * s12
+    # det / (s11 s22) is the squared sine of the angle between the two columns: independent of
+    # the units (bytes ~1e8, alphas ~10), so no column scaling is needed for the rank test.
+    if det <= _MIN_SINE * _MIN_SINE * s11 * s22:
+        return None
+    alpha = (s22 * r1 - s12 * r2) / det
+    beta = (s11 * r2 - s12 * r1) / det
+    if alpha >= 0.0 and beta > 0.0:
+        return alpha, beta
+    return _clip_to_nonnegative(alpha, beta, [r[1] for r in rows], [r[2] for r in rows])
+
+
+def _solve_two(
+    p: tuple[float, float, float], q: tuple[float, float, float]
+) -> tuple[float, float] | None:
+    """Two rows: solve the 2x2 system itself (Cramer), which keeps the full precision the
+    normal equations would square away."""
+    (a1, b1, t1), (a2, b2, t2) = p, q
+    det = a1 * b2 - a2 * b1
+    if abs(det) <= _MIN_SINE * math.hypot(a1, a2) * math.hypot(b1, b2):
+        return None
+    alpha = (t1 * b2 - t2 * b1) / det
+    beta = (a1 * t2 - a2 * t1) / det
+    if alpha >= 0.0 and beta > 0.0:
+        return alpha, beta
+    return _clip_to_nonnegative(alpha, beta, [b1, b2], [t1, t2])
+
+
+def _clip_to_nonnegative(
+    alpha: float, beta: float, b: Sequence[float], t: Sequence[float]
+) -> tuple[float, float] | None:
+    if alpha >= 0.0 and beta > 0.0:
+        return alpha, beta
+    if beta <= 0.0:
+        return None
+    # Noise pushed alpha below zero: the constrained optimum lies on alpha = 0, a 1-D
+    # least-squares problem in beta.
+    bb = sum(v * v for v in b)
+    beta = sum(v * y for v, y in zip(b, t, strict=True)) / bb
+    return (0.0, beta) if beta > 0.0 else None
+
+
+def fit_alpha_beta_lstsq(
+    n_alpha: Sequence[float] | np.ndarray,
+    n_bytes: Sequence[float] | np.ndarray,
+    seconds: Sequence[float] | np.ndarray,
+) -> tuple[float, float] | None:
+    """Reference implementation of :func:`fit_alpha_beta` with numpy's SVD and lstsq."""
+    a = np.asarray(n_alpha, dtype=float)
+    b = np.asarray(n_bytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if a.shape != b.shape or a.shape != t.shape or a.ndim != 1:
+        raise ValueError("n_alpha, n_bytes and seconds must be 1-D arrays of equal length")
+    if a.size < 2:
+        return None
+    sa, sb = float(np.max(np.abs(a))), float(np.max(np.abs(b)))
+    if sa == 0.0 or sb == 0.0:
+        return None
+    x = np.column_stack([a / sa, b / sb])
+    sv = np.linalg.svd(x, compute_uv=False)
+    if sv[-1] <= _MIN_SINE * sv[0]:
+        return None
+    coef, *_ = np.linalg.lstsq(x, t, rcond=None)
+    return _clip_to_nonnegative(float(coef[0] / sa), float(coef[1] / sb), list(b), list(t))
+
+
+class EwmaFilter:
+    """Exponentially weighted moving average: ``v <- (1 - weight) v + weight x``."""
+
+    def __init__(self, weight: float) -> None:
+        if not (0.0 < weight <= 1.0):
+            raise ValueError(f"EWMA weight must be in (0, 1], got {weight!r}")
+        self.weight = float(weight)
+        self.value: float | None = None
+
+    def update(self, x: float) -> float:
+        """Fold ``x`` in and return the new average (the first sample is taken as is)."""
+        self.value = x if self.value is None else self.value + self.weight * (x - self.value)
+        return self.value
+
+
+class MinFilter:
+    """Minimum over the last ``window`` samples (a windowed "base delay" filter)."""
+
+    def __init__(self, window: int) -> None:
+        if window < 1:
+            raise ValueError(f"min-filter window must be >= 1, got {window!r}")
+        self._samples: deque[float] = deque(maxlen=int(window))
+
+    @property
+    def value(self) -> float | None:
+        """The current minimum, or ``None`` before the first sample."""
+        return min(self._samples) if self._samples else None
+
+    def update(self, x: float) -> float:
+        """Add ``x`` and return the minimum over the window."""
+        self._samples.append(x)
+        return min(self._samples)
+
+
+class LinkMonitor:
+    """Latency and bandwidth estimates from ``(n_alpha, n_bytes, seconds)`` of past collectives.
+
+    Call :meth:`observe` once per collective with its alpha-beta terms and measured duration, and
+    :meth:`estimate` whenever a controller needs ``(latency_s, bandwidth_Bps)``.
+
+    Each observation refits (alpha, beta) on the last ``window`` measurements. If they all have
+    the same shape (one collective size repeated), the fit is impossible; the monitor then keeps
+    the last fitted alpha/beta split and rescales both so the recent durations are explained
+    (a slower link is attributed to both terms in proportion). Before any fit, the whole duration
+    is attributed to the byte term: latency stays unknown (``None``) and the bandwidth is a lower
+    bound.
+
+    Args:
+        window: measurements used per fit (>= 2). Short windows track changes quickly; long
+            windows average noise.
+        smoothing: ``"none"`` (raw fits), ``"ewma"`` (EWMA of alpha and beta with
+            ``ewma_weight``) or ``"min"`` (minimum alpha and minimum beta, i.e. maximum
+            bandwidth, over the last ``min_window`` fits: the base link, ignoring transient
+            congestion).
+        ewma_weight: weight of the newest fit for ``smoothing="ewma"``.
+        min_window: fits remembered by ``smoothing="min"``.
+        prior_latency_s, prior_bandwidth_Bps: optional starting estimates (e.g. a ping and an
+            iperf measurement) used until the measurements allow a fit.
+    """
+
+    def __init__(
+        self,
+        *,
+        window: int = 8,
+        smoothing: str = "ewma",
+        ewma_weight: float = 0.5,
+        min_window: int = 32,
+        prior_latency_s: float | None = None,
+        prior_bandwidth_Bps: float | None = None,
+    ) -> None:
+        if window < 2:
+            raise ValueError(f"window must be >= 2, got {window!r}")
+        if smoothing not in SMOOTHING_MODES:
+            raise ValueError(
+                f"unknown smoothing {smoothing!r}; known: {', '.join(SMOOTHING_MODES)}"
+            )
+        if prior_latency_s is not None and not prior_latency_s >= 0.0:
+            raise ValueError(f"prior latency must be >= 0, got {prior_latency_s!r}")
+        if prior_bandwidth_Bps is not None and not prior_bandwidth_Bps > 0.0:
+            raise ValueError(f"prior bandwidth must be > 0, got {prior_bandwidth_Bps!r}")
+        self.window = int(window)
+        self.smoothing = smoothing
+        self._ewma_weight = float(ewma_weight)
+        self._min_window = int(min_window)
+        self._prior = (prior_latency_s, prior_bandwidth_Bps)
+        # Validate the filter parameters now rather than at the first observation.
+        EwmaFilter(self._ewma_weight)
+        MinFilter(self._min_window)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every measurement (the priors are kept)."""
+        self._rows: deque[tuple[float, float, float]] = deque(maxlen=self.window)
+        self._alpha_s: float | None = self._prior[0]
+        self._beta: float | None = None if self._prior[1] is None else 1.0 / self._prior[1]
+        self._ewma_alpha = EwmaFilter(self._ewma_weight)
+        self._ewma_beta = EwmaFilter(self._ewma_weight)
+        self._min_alpha = MinFilter(self._min_window)
+        self._min_beta = MinFilter(self._min_window)
+        self.n_observations = 0
+
+    def observe(self, n_alpha: float, n_bytes: float, seconds: float) -> None:
+        """Record one collective: its alpha-beta terms and its measured duration in seconds."""
+        if not (math.isfinite(n_alpha) and math.isfinite(n_bytes) and math.isfinite(seconds)):
+            raise ValueError("observation values must be finite")
+        if n_alpha < 0.0 or n_bytes < 0.0 or seconds < 0.0:
+            raise ValueError("observation values must be >= 0")
+        if n_alpha == 0.0 and n_bytes == 0.0:
+            return  # a no-op collective (one worker) says nothing about the link
+        self._rows.append((float(n_alpha), float(n_bytes), float(seconds)))
+        self.n_observations += 1
+        raw = self._raw_estimate()
+        if raw is None:
+            return
+        alpha, beta = raw
+        if self.smoothing == "ewma":
+            alpha, beta = self._ewma_alpha.update(alpha), self._ewma_beta.update(beta)
+        elif self.smoothing == "min":
+            alpha, beta = self._min_alpha.update(alpha), self._min_beta.update(beta)
+        self._alpha_s, self._beta = alpha, beta
+
+    def _raw_estimate(self) -> tuple[float, float] | None:
+        rows = self._rows
+        fit = _fit_rows(rows)
+        if fit is not None:
+            return fit
+        a = [r[0] for r in rows]
+        b = [r[1] for r in rows]
+        t = [r[2] for r in rows]
+        if self._beta is not None and self._alpha_s is not None:
+            # Same-shape rows: keep the known alpha/beta split, rescale to the new durations.
+            alpha0 = self._alpha_s
+            predicted = sum(x * alpha0 + y * self._beta for x, y in zip(a, b, strict=True))
+            if predicted > 0.0:
+                scale = sum(t) / predicted
+                if scale > 0.0:
+                    return alpha0 * scale, self._beta * scale
+            return None
+        # No split known yet: attribute the whole duration to bytes (a bandwidth lower bound).
+        n_bytes = sum(b)
+        seconds = sum(t)
+        if n_bytes <= 0.0 or seconds <= 0.0:
+            return None
+        _log.debug("no latency/bandwidth split yet; attributing %.3g s to bytes", seconds)
+        self._beta = seconds / n_bytes
+        return None
+
+    def estimate(self) -> tuple[float | None, float | None]:
+        """``(latency_s, bandwidth_Bps)``; either is ``None`` while it is not yet known."""
+        bandwidth = None if self._beta is None or self._beta <= 0.0 else 1.0 / self._beta
+        return self._alpha_s, bandwidth

@@ -1,0 +1,149 @@
+"""DC2-style bandwidth-budget policy: size the payload so communication fits a time budget.
+
+With the monitor's latency and bandwidth estimates the communication time of any density is
+predicted by the alpha-beta model (best collective per :mod:`sim.control.selector`). The policy
+picks the largest density whose predicted time fits ``budget_s`` (or ``budget_compute_ratio``
+times the measured compute time): dense if dense fits, else the largest sparse density found by
+bisection in log-density (the predicted time grows with the density), else ``min_density``.
+
+Hysteresis: a lower density is adopted at once when the density in force is predicted to miss
+the budget; a higher one only when it is more than ``1 + hysteresis`` times the current one and
+after ``patience`` agreeing observations. The design is this project's own (DC2-style).
+"""
+
+from __future__ import annotations
+
+import math
+
+from sim.compress.spec import get_spec
+
+from ..decision_builder import AUTO, DecisionBuilder
+from ..hysteresis import ChangeGate
+from ..registry import register_policy
+from ..selector import cheapest_collective, collective_time_s
+from ..types import Observation
+from .delay_aware import target_delay_s
+from .density_base import DensityPolicy
+
+__all__ = ["BandwidthBudgetPolicy", "predicted_comm_s", "largest_density_within"]
+
+# 2**-24 of a log-density range of ~7 (0.001..1): a relative error below 1e-6.
+_BISECTION_STEPS = 24
+
+
+def predicted_comm_s(
+    builder: DecisionBuilder, density: float, obs: Observation, latency_s: float, bw_Bps: float
+) -> float:
+    """Predicted time of one collective of the whole gradient at ``density`` on the estimated
+    link, using the builder's collective choice."""
+    d = builder.build(density, obs)
+    return collective_time_s(
+        d.collective, latency_s, bw_Bps, obs.world_size, float(obs.grad_bytes), d.density,
+        d.compressor,
+    )
+
+
+def largest_density_within(
+    builder: DecisionBuilder,
+    obs: Observation,
+    budget_s: float,
+    latency_s: float,
+    bw_Bps: float,
+    min_density: float,
+    max_density: float,
+) -> float:
+    """The largest density in ``[min_density, max_density]`` predicted to fit ``budget_s``
+    (``min_density`` if none does).
+
+    A density fits if *some* candidate collective carries it within the budget, and each
+    collective's time grows with the density, so the answer is one bisection in log-density on
+    the fastest collective's time (the candidates being those the builder may pick).
+    """
+    if max_density >= 1.0 and predicted_comm_s(builder, 1.0, obs, latency_s, bw_Bps) <= budget_s:
+        return 1.0
+    comp = builder.compressor
+    spec = get_spec(comp)
+    if builder.collective == AUTO:
+        colls = tuple(c for c in builder.allowed if spec.supports(c))
+    else:
+        colls = (builder.collective,)
+
+    def fits(density: float) -> bool:
+        _, t = cheapest_collective(
+            colls, latency_s, bw_Bps, obs.world_size, float(obs.grad_bytes), density, comp
+        )
+        return t <= budget_s
+
+    hi_d = min(max_density, math.nextafter(1.0, 0.0))
+    if fits(hi_d):
+        return hi_d
+    if not fits(min_density):
+        return min_density
+    lo, hi = math.log(min_density), math.log(hi_d)
+    for _ in range(_BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        if fits(math.exp(mid)):
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(lo)
+
+
+@register_policy(
+    "dc2-budget",
+    "DC2-style: largest density whose predicted comm time (monitor alpha, beta) fits a budget.",
+)
+class BandwidthBudgetPolicy(DensityPolicy):
+    """Fit the payload to a communication-time budget using the estimated alpha and beta."""
+
+    def __init__(
+        self,
+        *,
+        budget_s: float | None = None,
+        budget_compute_ratio: float = 0.5,
+        hysteresis: float = 0.25,
+        patience: int = 2,
+        min_density: float = 0.001,
+        max_density: float = 1.0,
+        initial_density: float | None = None,
+        compressor: str = "topk",
+        collective: str = "auto",
+    ) -> None:
+        if budget_s is not None and not budget_s > 0.0:
+            raise ValueError(f"budget_s must be > 0, got {budget_s!r}")
+        if not budget_compute_ratio > 0.0:
+            raise ValueError(f"budget_compute_ratio must be > 0, got {budget_compute_ratio!r}")
+        if hysteresis < 0.0:
+            raise ValueError(f"hysteresis must be >= 0, got {hysteresis!r}")
+        self.budget_s = budget_s
+        self.ratio = float(budget_compute_ratio)
+        self.hysteresis = float(hysteresis)
+        self._gate = ChangeGate(patience=patience)
+        super().__init__(
+            min_density=min_density,
+            max_density=max_density,
+            initial_density=initial_density,
+            compressor=compressor,
+            collective=collective,
+        )
+
+    def _reset_state(self) -> None:
+        self._gate.reset()
+
+    def _next_density(self, obs: Observation, current: bool) -> float:
+        budget = target_delay_s(obs, self.budget_s, self.ratio)
+        if budget is None or obs.bandwidth_Bps is None or obs.world_size < 2:
+            return self.density
+        latency = obs.latency_s or 0.0
+        best = largest_density_within(
+            self._builder, obs, budget, latency, obs.bandwidth_Bps,
+            self.min_density, self.max_density,
+        )
+        now_s = predicted_comm_s(self._builder, self.density, obs, latency, obs.bandwidth_Bps)
+        if now_s > budget and best < self.density:
+            self._gate.reset()
+            return best  # missing the budget: shrink at once
+        want = 1 if best > self.density * (1.0 + self.hysteresis) else 0
+        if self._gate.request(want) > 0:
+            return best
+        return self.density

@@ -1,0 +1,282 @@
+"""DC2-style delay-aware policies, inspired by congestion control.
+
+DC2 (seeds 000, 002) adapts the compression level to the network delay measured each iteration,
+with rules "inspired by congestion control"; the paper's exact rules are not public. The rules
+below are this project's own design, called DC2-style. All of them treat the measured
+communication time of the last iteration (``Observation.comm_s``) as the delay signal and the
+density as the sending rate:
+
+* ``dc2-aimd``  -- additive increase of the density while the delay is below target,
+  multiplicative decrease when it is above (TCP Reno's rule).
+* ``dc2-vegas`` -- keep the extra delay over the delay expected on the base link (the best
+  latency and bandwidth seen in a window) inside a band (TCP Vegas's rule; the window expires
+  like BBR's minimum RTT, so a lasting change becomes the new base).
+* ``dc2-pi``    -- a proportional-integral controller on log-density towards a target delay,
+  on the log of delay / target
+  (PIE's rule, in velocity form, with anti-windup by clipping).
+
+The target delay is ``target_s`` when given, else ``target_compute_ratio`` times the measured
+compute time (communication that takes half the compute time can mostly hide behind it). Each
+policy keeps the density inside ``[min_density, max_density]`` and uses hysteresis (a dead band
+around the target and a :class:`~sim.control.hysteresis.ChangeGate`) so noise does not make it
+flap. Observations measured under an older decision are ignored for control.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..hysteresis import ChangeGate
+from ..monitor import MinFilter
+from ..registry import register_policy
+from ..selector import collective_time_s
+from ..types import Observation
+from .density_base import DensityPolicy
+
+__all__ = ["DelayAimdPolicy", "DelayVegasPolicy", "DelayPiPolicy", "target_delay_s"]
+
+
+def target_delay_s(obs: Observation, target_s: float | None, ratio: float) -> float | None:
+    """The delay target: ``target_s`` if set, else ``ratio * compute_s`` (``None`` if unknown)."""
+    if target_s is not None:
+        return target_s
+    if obs.compute_s is None or obs.compute_s <= 0.0:
+        return None
+    return ratio * obs.compute_s
+
+
+def _check_target(target_s: float | None, ratio: float) -> None:
+    if target_s is not None and not target_s > 0.0:
+        raise ValueError(f"target_s must be > 0, got {target_s!r}")
+    if not ratio > 0.0:
+        raise ValueError(f"target_compute_ratio must be > 0, got {ratio!r}")
+
+
+@register_policy(
+    "dc2-aimd",
+    "DC2-style: AIMD on measured comm delay vs a target (add density below, halve above).",
+)
+class DelayAimdPolicy(DensityPolicy):
+    """Additive-increase / multiplicative-decrease of the density on the delay signal.
+
+    Above ``target * (1 + deadband)`` the density is multiplied by ``decrease_factor``; below
+    ``target * (1 - deadband)`` it grows by ``increase_step``; each change needs ``patience``
+    consecutive observations agreeing.
+    """
+
+    def __init__(
+        self,
+        *,
+        target_s: float | None = None,
+        target_compute_ratio: float = 0.5,
+        min_density: float = 0.001,
+        max_density: float = 1.0,
+        initial_density: float | None = None,
+        increase_step: float = 0.01,
+        decrease_factor: float = 0.5,
+        deadband: float = 0.1,
+        patience: int = 2,
+        compressor: str = "topk",
+        collective: str = "auto",
+    ) -> None:
+        _check_target(target_s, target_compute_ratio)
+        if not increase_step > 0.0:
+            raise ValueError(f"increase_step must be > 0, got {increase_step!r}")
+        if not (0.0 < decrease_factor < 1.0):
+            raise ValueError(f"decrease_factor must be in (0, 1), got {decrease_factor!r}")
+        if not (0.0 <= deadband < 1.0):
+            raise ValueError(f"deadband must be in [0, 1), got {deadband!r}")
+        self.target_s = target_s
+        self.ratio = float(target_compute_ratio)
+        self.increase_step = float(increase_step)
+        self.decrease_factor = float(decrease_factor)
+        self.deadband = float(deadband)
+        self._gate = ChangeGate(patience=patience)
+        super().__init__(
+            min_density=min_density,
+            max_density=max_density,
+            initial_density=initial_density,
+            compressor=compressor,
+            collective=collective,
+        )
+
+    def _reset_state(self) -> None:
+        self._gate.reset()
+
+    def _next_density(self, obs: Observation, current: bool) -> float:
+        target = target_delay_s(obs, self.target_s, self.ratio)
+        if not current or target is None or obs.comm_s is None:
+            return self.density
+        want = 0
+        if obs.comm_s > target * (1.0 + self.deadband):
+            want = -1
+        elif obs.comm_s < target * (1.0 - self.deadband):
+            want = 1
+        act = self._gate.request(want)
+        if act < 0:
+            return self.density * self.decrease_factor
+        if act > 0:
+            return self.density + self.increase_step
+        return self.density
+
+
+@register_policy(
+    "dc2-vegas",
+    "DC2-style: Vegas-like; keep the extra delay over the base link's delay inside a band.",
+)
+class DelayVegasPolicy(DensityPolicy):
+    """Vegas-like: compare the measured delay with the *expected* delay on the base link.
+
+    TCP Vegas compares the actual rate with the rate expected at the base (minimum) RTT and keeps
+    the difference between two thresholds. Here the base link is the best the monitor has seen
+    over the last ``base_window`` observations (minimum latency, maximum bandwidth); the expected
+    delay is the alpha-beta time of the decision in force on that link, and the extra delay is
+    ``comm_s - expected``. Above ``high_band`` the density is divided by ``step_factor``, below
+    ``low_band`` multiplied by it, in between it holds. The bands are fractions of the measured
+    compute time (of the expected delay while compute time is unknown). A smaller payload carries
+    less extra delay over a slower link, and the cost-model selector may move it to a collective
+    with fewer latency terms, so the loop settles where the extra delay fits the band.
+    """
+
+    def __init__(
+        self,
+        *,
+        low_band: float = 0.1,
+        high_band: float = 0.3,
+        base_window: int = 200,
+        step_factor: float = 2.0,
+        min_density: float = 0.001,
+        max_density: float = 1.0,
+        initial_density: float | None = None,
+        patience: int = 2,
+        compressor: str = "topk",
+        collective: str = "auto",
+    ) -> None:
+        if not (0.0 <= low_band < high_band):
+            raise ValueError(f"need 0 <= low_band < high_band, got {low_band!r}, {high_band!r}")
+        if base_window < 1:
+            raise ValueError(f"base_window must be >= 1, got {base_window!r}")
+        if not step_factor > 1.0:
+            raise ValueError(f"step_factor must be > 1, got {step_factor!r}")
+        self.low_band = float(low_band)
+        self.high_band = float(high_band)
+        self.base_window = int(base_window)
+        self.step_factor = float(step_factor)
+        self._gate = ChangeGate(patience=patience)
+        super().__init__(
+            min_density=min_density,
+            max_density=max_density,
+            initial_density=initial_density,
+            compressor=compressor,
+            collective=collective,
+        )
+
+    def _reset_state(self) -> None:
+        self._gate.reset()
+        self._min_latency = MinFilter(self.base_window)
+        self._min_beta = MinFilter(self.base_window)
+
+    def _next_density(self, obs: Observation, current: bool) -> float:
+        if obs.bandwidth_Bps is None or obs.bandwidth_Bps <= 0.0:
+            return self.density
+        lat = self._min_latency.update(obs.latency_s or 0.0)
+        beta = self._min_beta.update(1.0 / obs.bandwidth_Bps)
+        if not current or obs.comm_s is None or obs.decision is None or obs.world_size < 2:
+            return self.density
+        d = obs.decision
+        expected_s = collective_time_s(
+            d.collective, lat, 1.0 / beta, obs.world_size, float(obs.grad_bytes), d.density,
+            d.compressor,
+        )
+        extra_s = obs.comm_s - expected_s
+        scale_s = obs.compute_s if obs.compute_s and obs.compute_s > 0.0 else expected_s
+        want = 0
+        if extra_s > self.high_band * scale_s:
+            want = -1
+        elif extra_s < self.low_band * scale_s:
+            want = 1
+        act = self._gate.request(want)
+        if act < 0:
+            return self.density / self.step_factor
+        if act > 0:
+            return self.density * self.step_factor
+        return self.density
+
+
+@register_policy(
+    "dc2-pi",
+    "DC2-style: PI controller (PIE-like) on log-density towards a target comm delay.",
+)
+class DelayPiPolicy(DensityPolicy):
+    """PIE-like proportional-integral control of ``u = ln(density)``.
+
+    With the log error ``e = ln(delay / target)`` (zero while the delay is within ``deadband``
+    of the target, relative), each current observation moves ``u`` by
+    ``-(ki * e + kp * (e - e_prev))``, at most ``max_step`` (natural-log units) per step; ``u`` is
+    clipped to the density bounds (anti-windup). A log error suits the plant: the delay grows at
+    most in proportion to the density, so ``d e / d u`` lies in [0, 1] and the gains below keep
+    the loop stable whether latency or bandwidth dominates. The
+    emitted density changes only when it differs from the one in force by more than
+    ``hysteresis`` (relative), so small corrections do not cause a new decision every step.
+    """
+
+    def __init__(
+        self,
+        *,
+        target_s: float | None = None,
+        target_compute_ratio: float = 0.5,
+        kp: float = 0.2,
+        ki: float = 0.3,
+        deadband: float = 0.05,
+        max_step: float = 1.0,
+        hysteresis: float = 0.15,
+        min_density: float = 0.001,
+        max_density: float = 1.0,
+        initial_density: float | None = None,
+        compressor: str = "topk",
+        collective: str = "auto",
+    ) -> None:
+        _check_target(target_s, target_compute_ratio)
+        if kp < 0.0 or ki <= 0.0:
+            raise ValueError(f"need kp >= 0 and ki > 0, got kp={kp!r}, ki={ki!r}")
+        if not (0.0 <= deadband < 1.0):
+            raise ValueError(f"deadband must be in [0, 1), got {deadband!r}")
+        if not max_step > 0.0:
+            raise ValueError(f"max_step must be > 0, got {max_step!r}")
+        if hysteresis < 0.0:
+            raise ValueError(f"hysteresis must be >= 0, got {hysteresis!r}")
+        self.target_s = target_s
+        self.ratio = float(target_compute_ratio)
+        self.kp, self.ki = float(kp), float(ki)
+        self.deadband = float(deadband)
+        self.max_step = float(max_step)
+        self.hysteresis = float(hysteresis)
+        super().__init__(
+            min_density=min_density,
+            max_density=max_density,
+            initial_density=initial_density,
+            compressor=compressor,
+            collective=collective,
+        )
+
+    def _reset_state(self) -> None:
+        self._u = math.log(self.density)
+        self._e_prev = 0.0
+
+    def _next_density(self, obs: Observation, current: bool) -> float:
+        target = target_delay_s(obs, self.target_s, self.ratio)
+        if not current or target is None or obs.comm_s is None:
+            return self.density
+        if obs.comm_s <= 0.0:
+            return self.density
+        e = math.log(obs.comm_s / target)
+        if abs(e) < math.log1p(self.deadband):
+            e = 0.0
+        du = -(self.ki * e + self.kp * (e - self._e_prev))
+        self._e_prev = e
+        du = max(-self.max_step, min(self.max_step, du))
+        self._u = max(math.log(self.min_density), min(math.log(self.max_density), self._u + du))
+        proposed = math.exp(self._u)
+        if abs(proposed - self.density) > self.hysteresis * self.density:
+            return proposed
+        return self.density

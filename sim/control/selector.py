@@ -1,0 +1,142 @@
+"""Collective selection: the cheapest collective for a payload under the alpha-beta cost model.
+
+Given the monitor's latency and bandwidth, the dense gradient size ``m_bytes`` per worker, the
+compressor and the density, every allowed collective that can carry the compressor's payload is
+costed with :mod:`sim.costmodel` and the cheapest wins (ties go to the earlier entry of
+``allowed``). For top-k payloads over allgather, AR-Topk/ring and AR-Topk/tree this reproduces the
+seed 003 crossover conditions exactly (tests check it on a random grid), because the cost model's
+terms are the seed's closed forms.
+
+``rhd`` and ``hierarchical`` are not in the default candidate list: in the single-link alpha-beta
+model ``rhd`` dominates ring and tree for every message size (a model artefact; NCCL offers ring
+and tree), and ``hierarchical`` needs two link classes. Pass ``allowed=`` to include them.
+
+Pure: no SimPy, torch or pandas.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sim.compress.spec import Payload, get_spec
+from sim.costmodel import AlphaBeta, collective_terms
+from sim.errors import InputError
+
+from .types import COLLECTIVES
+
+__all__ = [
+    "DEFAULT_ALLOWED",
+    "cheapest_collective",
+    "collective_cost_terms",
+    "collective_time_s",
+    "select_collective",
+]
+
+#: Collectives considered by default: those of seed 003 plus the parameter server.
+DEFAULT_ALLOWED: tuple[str, ...] = (
+    "ring",
+    "tree",
+    "ps",
+    "allgather",
+    "artopk-ring",
+    "artopk-tree",
+)
+
+
+def _terms(collective: str, n: int, payload: Payload) -> AlphaBeta:
+    # AR-Topk broadcasts the owner's indices and allreduces the values; every other collective
+    # carries the whole payload.
+    if collective in ("artopk-ring", "artopk-tree"):
+        return collective_terms(
+            collective, n, payload.value_bytes + payload.other_bytes, payload.index_bytes
+        )
+    return collective_terms(collective, n, payload.total_bytes)
+
+
+def _payload(m_bytes: float, density: float, compressor: str, dtype_bytes: int = 4) -> Payload:
+    numel = int(round(m_bytes / dtype_bytes))
+    return get_spec(compressor).payload(numel, density, dtype_bytes)
+
+
+def collective_cost_terms(
+    collective: str,
+    n: int,
+    m_bytes: float,
+    density: float,
+    compressor: str,
+    dtype_bytes: int = 4,
+) -> AlphaBeta:
+    """Alpha-beta terms of sending ``m_bytes`` of dense gradient, compressed, over ``collective``.
+
+    AR-Topk broadcasts the owner's indices and allreduces the values; every other collective
+    carries the whole payload.
+    """
+    return _terms(collective, n, _payload(m_bytes, density, compressor, dtype_bytes))
+
+
+def collective_time_s(
+    collective: str,
+    alpha_s: float,
+    bandwidth_Bps: float,
+    n: int,
+    m_bytes: float,
+    density: float,
+    compressor: str,
+) -> float:
+    """Modelled duration of the collective on a constant link (alpha, bandwidth)."""
+    terms = collective_cost_terms(collective, n, m_bytes, density, compressor)
+    return terms.time_s(alpha_s, bandwidth_Bps)
+
+
+def cheapest_collective(
+    candidates: tuple[str, ...],
+    alpha_s: float,
+    bandwidth_Bps: float,
+    n: int,
+    m_bytes: float,
+    density: float,
+    compressor: str,
+) -> tuple[str, float]:
+    """``(collective, seconds)`` of the cheapest of ``candidates`` (all assumed compatible);
+    ties go to the earlier candidate. The payload is computed once for all of them."""
+    payload = _payload(m_bytes, density, compressor)
+    best, best_s = candidates[0], math.inf
+    for coll in candidates:
+        t = _terms(coll, n, payload).time_s(alpha_s, bandwidth_Bps)
+        if t < best_s:
+            best, best_s = coll, t
+    return best, best_s
+
+
+def select_collective(
+    alpha_s: float | None,
+    bandwidth_Bps: float | None,
+    n: int,
+    m_bytes: float,
+    density: float,
+    compressor: str,
+    *,
+    allowed: tuple[str, ...] = DEFAULT_ALLOWED,
+) -> str:
+    """The cheapest collective in ``allowed`` that can carry ``compressor``'s payload.
+
+    An unknown latency counts as zero (the byte terms still rank the candidates); with an unknown
+    bandwidth there is nothing to rank by and the first compatible collective in ``allowed`` is
+    returned. :class:`InputError` if none of ``allowed`` is compatible or a name is unknown.
+    """
+    unknown = [c for c in allowed if c not in COLLECTIVES]
+    if unknown:
+        raise InputError(f"unknown collective {unknown[0]!r}; known: {', '.join(COLLECTIVES)}")
+    spec = get_spec(compressor)
+    candidates = tuple(c for c in allowed if spec.supports(c))
+    if not candidates:
+        raise InputError(
+            f"compressor {compressor!r} can use none of {', '.join(allowed)}; "
+            f"it supports: {', '.join(spec.collectives)}"
+        )
+    if bandwidth_Bps is None or not bandwidth_Bps > 0.0 or not math.isfinite(bandwidth_Bps):
+        return candidates[0]
+    alpha = 0.0 if alpha_s is None else max(0.0, float(alpha_s))
+    return cheapest_collective(
+        candidates, alpha, bandwidth_Bps, n, m_bytes, density, compressor
+    )[0]

@@ -1,0 +1,502 @@
+"""The SimPy engine at the analytic fidelity level: iterations of DDP training over traced links.
+
+One iteration (all times in seconds from the iteration start):
+
+1. forward takes ``F``; backward takes ``B`` and produces the gradient buckets in reverse layer
+   order, bucket ``i`` ready at ``F + B * ready_frac_i`` (:meth:`WorkloadProfile.buckets`), all
+   compute scaled by the slowest worker's factor when stragglers are on;
+2. compressing bucket ``i`` takes ``c_i`` on the compute stream (so it delays everything after
+   it: compression is on the critical path) and its collective starts once the bucket is
+   compressed *and* the previous bucket's collective finished (one communication stream);
+3. the collective's duration comes from its alpha-beta terms over the pacing link trace
+   (:mod:`sim.collectives`), integrated over bandwidth changes during the transfer;
+4. ``exposed_comm_s = max(0, end of last collective - end of backward and compression)``, then
+   the optimizer step ``O``.
+
+So ``iter_s = compute_s + compress_s + exposed_comm_s`` with ``compute_s = F + B + O``.
+``comm_s`` is the sum of the collectives' durations (overlapped or not).
+
+The controller is asked for a :class:`Decision` before every iteration; one decision applies to
+all buckets of the iteration. Per distinct decision the bucket terms, compression times and
+payload bytes are computed once and cached, so the per-iteration work is a short loop of float
+arithmetic and two ``bisect`` lookups per bucket. SimPy advances the clock with one timeout per
+iteration.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import platform
+import sys
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import simpy
+
+from sim.compress.spec import check_compatible, get_spec
+from sim.control.registry import make_policy, policy_info
+from sim.control.types import COLLECTIVES, Controller, Decision, Observation
+from sim.errors import InputError
+from sim.schema import SCHEMA_VERSION
+from traces.model import PiecewiseTrace, TraceSet
+
+from .cluster import Cluster, StragglerModel, unroll_horizon_s
+from .collectives import IntraNodeLink, collective_shape
+from .workloads import WorkloadProfile, load_profile
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .runner import SimConfig
+
+__all__ = [
+    "DecisionPlan",
+    "IterationModel",
+    "IterationResult",
+    "OracleContext",
+    "STATIC_POLICIES",
+    "resolve_trace",
+    "simulate",
+]
+
+_log = logging.getLogger(__name__)
+
+#: Policies that ignore the link estimates: the monitor is off for them under ``monitor="auto"``.
+STATIC_POLICIES: tuple[str, ...] = ("dense", "fixed")
+
+
+def resolve_trace(spec: str) -> TraceSet:
+    """A bundled trace name, trace file path or generator spec as a :class:`TraceSet`."""
+    try:
+        from traces.bundled import resolve_trace as _resolve
+    except ImportError:  # pragma: no cover - the traces package predates bundled traces
+        from traces.csvio import read_trace
+
+        return read_trace(spec)
+    return _resolve(spec)
+
+
+def _gain(compressor: str, density: float) -> float:
+    """Expected compression gain of a decision (the single place the engine asks for it)."""
+    try:
+        from sim.control.progress import expected_gain
+    except ImportError:  # pragma: no cover - placeholder until the progress proxy exists
+        return 1.0 if compressor == "none" else float(density)
+    return float(expected_gain(compressor, density))
+
+
+@dataclass(frozen=True)
+class DecisionPlan:
+    """Everything about one decision that does not depend on time; lists indexed by bucket."""
+
+    decision: Decision
+    n_alpha: tuple[float, ...]
+    n_bytes: tuple[float, ...]
+    before_s: tuple[float, ...]
+    after_s: tuple[float, ...]
+    compress_s: tuple[float, ...]
+    payload_bytes: float
+    gain: float
+
+
+@dataclass(frozen=True)
+class IterationResult:
+    """Outcome of one iteration; seconds, bytes per worker."""
+
+    compute_s: float
+    exposed_comm_s: float
+    compress_s: float
+    iter_s: float
+    comm_s: float
+    bytes_sent: float
+
+
+class IterationModel:
+    """The per-iteration arithmetic for one workload on one cluster."""
+
+    def __init__(
+        self,
+        profile: WorkloadProfile,
+        cluster: Cluster,
+        *,
+        bucket_bytes: float,
+        compute_scale: float = 1.0,
+        dtype_bytes: int = 4,
+    ) -> None:
+        self.profile = profile
+        self.cluster = cluster
+        self.dtype_bytes = dtype_bytes
+        self.buckets = profile.buckets(bucket_bytes, dtype_bytes)
+        self.forward_s = profile.forward_s * compute_scale
+        self.backward_s = profile.backward_s * compute_scale
+        self.optimizer_s = profile.optimizer_s * compute_scale
+        self._ready_frac = [b.ready_frac for b in self.buckets]
+        self._plans: dict[Decision, DecisionPlan] = {}
+        self._link = cluster.link
+        self._constant = cluster.link.is_constant
+        self._lat0 = float(cluster.link.latency_s[0])
+        self._bw0 = float(cluster.link.bandwidth_Bps[0])
+        self._seg_t: list[float] = cluster.link.time_s.tolist()
+        self._seg_lat: list[float] = cluster.link.latency_s.tolist()
+        self._seg_bw: list[float] = cluster.link.bandwidth_Bps.tolist()
+        last_end = cluster.link.period_s if cluster.link.period_s is not None else math.inf
+        self._seg_end: list[float] = self._seg_t[1:] + [last_end]
+
+    @property
+    def grad_bytes(self) -> int:
+        """Dense gradient bytes per worker."""
+        return self.profile.grad_bytes(self.dtype_bytes)
+
+    def plan(self, decision: Decision) -> DecisionPlan:
+        """The cached :class:`DecisionPlan` of ``decision``; :class:`InputError` if impossible."""
+        p = self._plans.get(decision)
+        if p is not None:
+            return p
+        check_compatible(decision.compressor, decision.collective)
+        spec = get_spec(decision.compressor)
+        n = self.cluster.n_workers
+        shapes = []
+        comp = []
+        total = 0.0
+        for b in self.buckets:
+            payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
+            shapes.append(collective_shape(decision.collective, n, payload, self.cluster.intra))
+            comp.append(spec.compute_s(b.numel, decision.density))
+            total += payload.total_bytes
+        p = DecisionPlan(
+            decision,
+            tuple(s.terms.n_alpha for s in shapes),
+            tuple(s.terms.n_bytes for s in shapes),
+            tuple(s.fixed_before_s for s in shapes),
+            tuple(s.fixed_after_s for s in shapes),
+            tuple(comp),
+            total,
+            _gain(decision.compressor, decision.density),
+        )
+        self._plans[decision] = p
+        return p
+
+    def run(
+        self,
+        plan: DecisionPlan,
+        start_s: float,
+        compute_factor: float = 1.0,
+        observe: Callable[[float, float, float], None] | None = None,
+    ) -> IterationResult:
+        """Simulate one iteration of ``plan`` starting at ``start_s``.
+
+        ``observe(n_alpha, n_bytes, seconds)`` is called for each bucket's traced collective.
+        """
+        fwd = self.forward_s * compute_factor
+        bwd = self.backward_s * compute_factor
+        link = self._link
+        constant = self._constant
+        lat0, bw0 = self._lat0, self._bw0
+        seg_t, seg_lat, seg_bw, seg_end = self._seg_t, self._seg_lat, self._seg_bw, self._seg_end
+        period = link.period_s
+        t_comm = 0.0  # end of the previous collective, relative to the iteration start
+        shift = 0.0  # compression done so far on the compute stream
+        comm = 0.0
+        n_alpha, n_bytes = plan.n_alpha, plan.n_bytes
+        before, after, comp = plan.before_s, plan.after_s, plan.compress_s
+        for i, frac in enumerate(self._ready_frac):
+            shift += comp[i]
+            ready = fwd + bwd * frac + shift
+            t = ready if ready > t_comm else t_comm
+            t += before[i]
+            if constant:
+                traced = n_alpha[i] * lat0 + n_bytes[i] / bw0
+            else:
+                # Within one segment the duration is the closed form, computed from relative
+                # times so that a late start (large absolute clock) costs no precision; across
+                # breakpoints the bytes are integrated over the bandwidth schedule.
+                abs_t = start_s + t
+                r = abs_t
+                if period is not None and r >= period:
+                    r -= math.floor(r / period) * period
+                j = bisect_right(seg_t, r) - 1
+                if j < 0:
+                    j = 0
+                traced = n_alpha[i] * seg_lat[j] + n_bytes[i] / seg_bw[j]
+                if traced > seg_end[j] - r:
+                    # As sim.costmodel.time_over_trace_s: latency in force at the start.
+                    t0 = abs_t + n_alpha[i] * link.latency_at(abs_t)
+                    traced = link.transfer_end_s(t0, n_bytes[i]) - abs_t
+            if observe is not None:
+                observe(n_alpha[i], n_bytes[i], traced)
+            dur = before[i] + traced + after[i]
+            comm += dur
+            t_comm = t + traced + after[i]
+        backward_end = fwd + bwd + shift
+        exposed = t_comm - backward_end if t_comm > backward_end else 0.0
+        compute = fwd + bwd + self.optimizer_s * compute_factor
+        return IterationResult(
+            compute, exposed, shift, compute + shift + exposed, comm, plan.payload_bytes
+        )
+
+    def iteration_upper_s(self) -> float:
+        """A generous bound on one iteration: dense, slowest collective, worst link state."""
+        lat = float(np.max(self._link.latency_s))
+        bw = float(np.min(self._link.bandwidth_Bps))
+        worst = 0.0
+        for coll in COLLECTIVES:
+            try:
+                plan = self.plan(Decision("none", 1.0, coll))
+            except InputError:
+                continue
+            t = sum(
+                a * lat + b / bw + x + y
+                for a, b, x, y in zip(
+                    plan.n_alpha, plan.n_bytes, plan.before_s, plan.after_s, strict=True
+                )
+            )
+            worst = max(worst, t)
+        return self.forward_s + self.backward_s + self.optimizer_s + worst
+
+
+class OracleContext:
+    """What a sim-only policy's ``bind_oracle`` receives: the true iteration time, on demand."""
+
+    def __init__(self, model: IterationModel, factor: Callable[[], float]) -> None:
+        self._model = model
+        self._factor = factor
+        self.workload_grad_bytes: int = model.grad_bytes
+        self.world_size: int = model.cluster.n_workers
+
+    def iteration_time_s(self, decision: Decision, start_s: float) -> float:
+        """Duration of one iteration under ``decision`` starting at ``start_s`` (real trace,
+        the same straggler factor as the iteration about to run)."""
+        return self._model.run(self._model.plan(decision), start_s, self._factor()).iter_s
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    for pkg in ("compctl", "simpy", "pandas", "pyarrow"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:  # pragma: no cover
+            out[pkg] = "unknown"
+    return out
+
+
+def _seeds(seed: int) -> tuple[int, np.random.Generator]:
+    """Independent streams of the run: the policy's seed and the straggler generator."""
+    policy_ss, straggler_ss = np.random.SeedSequence(seed).spawn(2)
+    return int(policy_ss.generate_state(1)[0]), np.random.default_rng(straggler_ss)
+
+
+def _use_monitor(cfg: SimConfig) -> bool:
+    if cfg.monitor == "on":
+        return True
+    if cfg.monitor == "off":
+        return False
+    return cfg.policy not in STATIC_POLICIES
+
+
+def _make_monitor() -> Any:
+    from sim.control.monitor import LinkMonitor
+
+    return LinkMonitor()
+
+
+def _build(
+    cfg: SimConfig, traces: TraceSet | None
+) -> tuple[WorkloadProfile, TraceSet, IterationModel, Controller, int]:
+    profile = load_profile(cfg.workload)
+    if traces is None:
+        traces = resolve_trace(cfg.trace)
+    params = cfg.resolved_policy_params()
+    policy_seed, _ = _seeds(cfg.seed)
+    policy = make_policy(cfg.policy, seed=policy_seed, **params)
+    intra = IntraNodeLink(cfg.gpus_per_node, cfg.intra_latency_s, cfg.intra_bandwidth_Bps)
+    # First a cluster paced by the worst state of any link, only to bound the run's length (for
+    # unrolling traces that loop with different periods); then the real one.
+    probe = (
+        Cluster.build(cfg.workers, traces, intra, horizon_s=1.0) if _same_period(traces) else None
+    )
+    if probe is None:
+        worst = PiecewiseTrace.constant(
+            max(float(np.max(t.latency_s)) for t in traces.links.values()),
+            min(float(np.min(t.bandwidth_Bps)) for t in traces.links.values()),
+        )
+        bound_model = IterationModel(
+            profile,
+            Cluster(cfg.workers, traces, worst, intra),
+            bucket_bytes=cfg.bucket_bytes,
+            compute_scale=cfg.compute_scale,
+            dtype_bytes=cfg.dtype_bytes,
+        )
+        horizon = unroll_horizon_s(bound_model.iteration_upper_s(), cfg.iterations)
+        cluster = Cluster.build(cfg.workers, traces, intra, horizon_s=horizon)
+    else:
+        cluster = probe
+    model = IterationModel(
+        profile,
+        cluster,
+        bucket_bytes=cfg.bucket_bytes,
+        compute_scale=cfg.compute_scale,
+        dtype_bytes=cfg.dtype_bytes,
+    )
+    return profile, traces, model, policy, policy_seed
+
+
+def _same_period(traces: TraceSet) -> bool:
+    return len({t.period_s for t in traces.links.values()}) == 1
+
+
+def simulate(
+    cfg: SimConfig, *, progress: bool = False, traces: TraceSet | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Run ``cfg`` at the analytic level; returns (records, meta).
+
+    See :func:`sim.runner.run_simulation`; ``traces`` replaces resolving ``cfg.trace``.
+    """
+    import pandas as pd
+
+    profile, traces, model, policy, policy_seed = _build(cfg, traces)
+    _, straggler_rng = _seeds(cfg.seed)
+    stragglers = StragglerModel(
+        cfg.workers, cfg.straggler_sigma, straggler_rng, speed_sigma=cfg.worker_speed_sigma
+    )
+    monitor = _make_monitor() if _use_monitor(cfg) else None
+    observe = monitor.observe if monitor is not None else None
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "start_s",
+            "compute_s",
+            "exposed_comm_s",
+            "compress_s",
+            "iter_s",
+            "bytes_sent",
+            "density",
+            "compressor",
+            "collective",
+            "latency_s",
+            "bandwidth_Bps",
+            "comm_s",
+            "gain",
+            "est_latency_s",
+            "est_bandwidth_Bps",
+        )
+    }
+    state = {"factor": 1.0}
+    bind = getattr(policy, "bind_oracle", None)
+    if callable(bind):
+        bind(OracleContext(model, lambda: state["factor"]))
+
+    link = model.cluster.link
+    world, grad_bytes = cfg.workers, model.grad_bytes
+    bar = _progress_bar(cfg.iterations, progress)
+    nan = math.nan
+
+    def training(env: simpy.Environment) -> Any:
+        obs = Observation(step=0, world_size=world, grad_bytes=grad_bytes)
+        for it in range(cfg.iterations):
+            state["factor"] = factor = stragglers.next_factor()
+            decision = policy.decide(obs)
+            if not isinstance(decision, Decision):
+                raise InputError(f"policy {cfg.policy!r} returned {decision!r}, not a Decision")
+            plan = model.plan(decision)
+            start = env.now
+            res = model.run(plan, start, factor, observe)
+            est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
+            cols["start_s"].append(start)
+            cols["compute_s"].append(res.compute_s)
+            cols["exposed_comm_s"].append(res.exposed_comm_s)
+            cols["compress_s"].append(res.compress_s)
+            cols["iter_s"].append(res.iter_s)
+            cols["bytes_sent"].append(res.bytes_sent)
+            cols["density"].append(decision.density)
+            cols["compressor"].append(decision.compressor)
+            cols["collective"].append(decision.collective)
+            cols["latency_s"].append(link.latency_at(start))
+            cols["bandwidth_Bps"].append(link.bandwidth_at(start))
+            cols["comm_s"].append(res.comm_s)
+            cols["gain"].append(plan.gain)
+            cols["est_latency_s"].append(nan if est_lat is None else est_lat)
+            cols["est_bandwidth_Bps"].append(nan if est_bw is None else est_bw)
+            obs = Observation(
+                step=it + 1,
+                world_size=world,
+                grad_bytes=grad_bytes,
+                comm_s=res.comm_s,
+                compress_s=res.compress_s,
+                compute_s=res.compute_s,
+                latency_s=est_lat,
+                bandwidth_Bps=est_bw,
+                gain=plan.gain,
+                decision=decision,
+            )
+            if bar is not None and (it + 1) % 256 == 0:
+                bar.update(256)
+            yield env.timeout(res.iter_s)
+
+    env = simpy.Environment()
+    env.process(training(env))
+    try:
+        env.run()
+    finally:
+        if bar is not None:
+            bar.update(cfg.iterations - bar.n)
+            bar.close()
+    end_s = env.now
+    if not link.is_constant and link.period_s is None and end_s > link.duration_s:
+        _log.info(
+            "the run (%.3g s) outlasts the trace (%.3g s); its last state was held",
+            end_s,
+            link.duration_s,
+        )
+    records = pd.DataFrame({"iteration": np.arange(cfg.iterations, dtype=np.int64), **cols})
+    records["policy"] = cfg.policy
+    records["source"] = "sim"
+    meta = _meta(cfg, profile, model, policy_seed, monitor is not None, end_s)
+    return records, meta
+
+
+def _progress_bar(total: int, wanted: bool) -> Any:
+    if not wanted or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="it", desc="simulating", file=sys.stderr, leave=False)
+
+
+def _meta(
+    cfg: SimConfig,
+    profile: WorkloadProfile,
+    model: IterationModel,
+    policy_seed: int,
+    monitor_on: bool,
+    end_s: float,
+) -> dict[str, Any]:
+    info = policy_info(cfg.policy)
+    return {
+        "source": "sim",
+        "schema_version": SCHEMA_VERSION,
+        "fidelity": cfg.fidelity,
+        "config": cfg.to_dict(),
+        "seed": cfg.seed,
+        "policy": {
+            "name": cfg.policy,
+            "params": cfg.resolved_policy_params(),
+            "seed": policy_seed,
+            "sim_only": info.sim_only,
+        },
+        "monitor": monitor_on,
+        "workload": {
+            **profile.summary(),
+            "grad_bytes": model.grad_bytes,
+            "buckets": len(model.buckets),
+            "bucket_numel": [b.numel for b in model.buckets],
+        },
+        "network": model.cluster.summary(),
+        "simulated_s": end_s,
+        "versions": _versions(),
+    }

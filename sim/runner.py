@@ -1,0 +1,295 @@
+"""Run one simulation from a validated configuration: the simulator's public entry point.
+
+:class:`SimConfig` is the whole description of a simulated run (workload, cluster, trace, policy,
+seed). It is frozen, hashable and round-trips through :meth:`SimConfig.to_dict` /
+:meth:`SimConfig.from_dict`, so a sweep can content-address runs by it and reject a malformed spec
+before anything runs. :func:`run_simulation` returns the per-iteration records and the metadata;
+:func:`simulate_to_dir` writes them atomically as a run directory.
+
+Static-policy shortcut: ``collective``, ``density`` and ``compressor`` fill the policy's parameters
+of the same names (the ``fixed`` and ``dense`` policies have them). When a density below 1 is given
+without a compressor, ``topk`` is picked for sparse collectives (allgather, AR-Topk) and
+``randomk`` for same-index ones (ring, tree, rhd, ps, hierarchical); density 1 picks ``none``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sim.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traces.model import TraceSet
+
+__all__ = [
+    "FIDELITIES",
+    "SimConfig",
+    "default_compressor",
+    "run_simulation",
+    "simulate_to_dir",
+]
+
+#: Fidelity levels this version implements.
+FIDELITIES: tuple[str, ...] = ("analytic",)
+
+_ParamValue = bool | int | float | str
+
+
+def default_compressor(collective: str, density: float) -> str:
+    """Compressor implied by a density alone: ``none`` when dense, else by the collective kind."""
+    from sim.compress.spec import SPARSE
+
+    if density >= 1.0:
+        return "none"
+    return "topk" if collective in SPARSE else "randomk"
+
+
+def _freeze_params(params: Any) -> tuple[tuple[str, _ParamValue], ...]:
+    if params is None:
+        return ()
+    items = params.items() if isinstance(params, Mapping) else params
+    out: list[tuple[str, _ParamValue]] = []
+    try:
+        pairs = [(k, v) for k, v in items]
+    except (TypeError, ValueError):
+        raise InputError("policy_params must be a mapping of name -> value") from None
+    for k, v in pairs:
+        if not isinstance(k, str) or not k:
+            raise InputError(f"policy_params: parameter names must be strings, got {k!r}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InputError(f"policy_params: {k} must be finite, got {v!r}")
+        if not isinstance(v, (bool, int, float, str)):
+            raise InputError(
+                f"policy_params: {k} must be a number, boolean or string, got {type(v).__name__}"
+            )
+        out.append((k, v))
+    names = [k for k, _ in out]
+    if len(set(names)) != len(names):
+        raise InputError("policy_params: a parameter is given twice")
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything that determines a simulated run; SI units.
+
+    Attributes:
+        workload: built-in profile name (``compctl workloads``) or path to a JSON profile.
+        workers: number of data-parallel workers (>= 1).
+        trace: bundled trace name, trace file path, or generator spec (see ``compctl trace``).
+        policy: registered policy name (``compctl list policies``).
+        policy_params: keyword parameters of the policy (a mapping is accepted and frozen).
+        collective, density, compressor: shortcuts for the policy parameters of these names.
+        iterations: number of training iterations to simulate.
+        seed: root seed; every random stream of the run derives from it.
+        bucket_bytes: DDP bucket capacity in dense bytes (25 MB, as torch DDP's default).
+        fidelity: simulation fidelity level; this version implements ``analytic``.
+        compute_scale: multiplies the profile's compute times (slower or faster device).
+        straggler_sigma: per-worker, per-iteration compute jitter: each worker's compute time is
+            multiplied by a log-normal factor with this sigma (median 1); the slowest worker paces
+            the collective. 0 disables it.
+        worker_speed_sigma: persistent per-worker slowness: each worker's compute is multiplied
+            by a log-normal factor with this sigma drawn once per run. 0 disables it.
+        gpus_per_node: workers per node for the ``hierarchical`` collective (``workers`` must be a
+            multiple of it).
+        intra_latency_s, intra_bandwidth_Bps: the intra-node link of ``hierarchical``.
+        dtype_bytes: bytes per gradient element (4 = fp32).
+        monitor: feed a :class:`sim.control.monitor.LinkMonitor` and give its estimates to the
+            policy: ``"on"``, ``"off"`` or ``"auto"`` (on except for the static ``dense`` and
+            ``fixed`` policies, which ignore them; the monitor's fit costs far more than the
+            simulation itself).
+    """
+
+    workload: str
+    workers: int
+    trace: str
+    policy: str = "fixed"
+    policy_params: tuple[tuple[str, _ParamValue], ...] = field(default=())
+    collective: str | None = None
+    density: float | None = None
+    compressor: str | None = None
+    iterations: int = 100
+    seed: int = 0
+    bucket_bytes: float = 25e6
+    fidelity: str = "analytic"
+    compute_scale: float = 1.0
+    straggler_sigma: float = 0.0
+    worker_speed_sigma: float = 0.0
+    gpus_per_node: int = 1
+    intra_latency_s: float = 5e-6
+    intra_bandwidth_Bps: float = 100e9
+    dtype_bytes: int = 4
+    monitor: str = "auto"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
+        self._validate()
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        from sim.control.types import COLLECTIVES
+
+        def need_str(name: str, value: Any) -> None:
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"{name} must be a non-empty string, got {value!r}")
+
+        def need_int(name: str, value: Any, lo: int) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise InputError(f"{name} must be an integer >= {lo}, got {value!r}")
+
+        def need_pos(name: str, value: Any, *, allow_zero: bool = False) -> None:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+            if not ok:
+                rel = ">= 0" if allow_zero else "> 0"
+                raise InputError(f"{name} must be a finite number {rel}, got {value!r}")
+
+        need_str("workload", self.workload)
+        need_int("workers", self.workers, 1)
+        need_str("trace", self.trace)
+        need_str("policy", self.policy)
+        need_int("iterations", self.iterations, 1)
+        need_int("seed", self.seed, 0)
+        need_pos("bucket_bytes", self.bucket_bytes)
+        need_pos("compute_scale", self.compute_scale, allow_zero=True)
+        need_pos("straggler_sigma", self.straggler_sigma, allow_zero=True)
+        need_pos("worker_speed_sigma", self.worker_speed_sigma, allow_zero=True)
+        need_int("gpus_per_node", self.gpus_per_node, 1)
+        need_pos("intra_latency_s", self.intra_latency_s, allow_zero=True)
+        need_pos("intra_bandwidth_Bps", self.intra_bandwidth_Bps)
+        need_int("dtype_bytes", self.dtype_bytes, 1)
+        if self.fidelity not in FIDELITIES:
+            raise InputError(
+                f"fidelity must be one of {', '.join(FIDELITIES)}, got {self.fidelity!r}"
+            )
+        if self.monitor not in ("auto", "on", "off"):
+            raise InputError(f"monitor must be auto, on or off, got {self.monitor!r}")
+        if self.collective is not None and self.collective not in COLLECTIVES:
+            raise InputError(
+                f"collective: unknown {self.collective!r}; known: {', '.join(COLLECTIVES)}"
+            )
+        if self.density is not None:
+            d = self.density
+            if isinstance(d, bool) or not isinstance(d, (int, float)) or not (0.0 < d <= 1.0):
+                raise InputError(f"density must be in (0, 1], got {d!r}")
+        if self.compressor is not None:
+            need_str("compressor", self.compressor)
+        if self.workers % self.gpus_per_node:
+            raise InputError(
+                f"gpus_per_node: workers ({self.workers}) must be a multiple of "
+                f"gpus_per_node ({self.gpus_per_node})"
+            )
+
+    # --------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
+        d = asdict(self)
+        d["policy_params"] = dict(self.policy_params)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SimConfig:
+        """Build and validate a config; :class:`InputError` names the offending field."""
+        if not isinstance(d, Mapping):
+            raise InputError(f"a simulation config must be a mapping, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise InputError(
+                f"unknown config field {unknown[0]!r}; fields: {', '.join(sorted(known))}"
+            )
+        missing = [k for k in ("workload", "workers", "trace") if k not in d]
+        if missing:
+            raise InputError(f"config field {missing[0]!r} is required")
+        kw = dict(d)
+        # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
+        for name in ("workers", "iterations", "seed", "gpus_per_node", "dtype_bytes"):
+            v = kw.get(name)
+            if isinstance(v, float) and v.is_integer():
+                kw[name] = int(v)
+        return cls(**kw)
+
+    def params_dict(self) -> dict[str, _ParamValue]:
+        """``policy_params`` as a dict."""
+        return dict(self.policy_params)
+
+    def resolved_policy_params(self) -> dict[str, Any]:
+        """Policy parameters after applying the collective/density/compressor shortcuts.
+
+        :class:`InputError` when a shortcut is given twice or the policy lacks that parameter.
+        """
+        from sim.control.registry import policy_info
+
+        info = policy_info(self.policy)
+        known = info.parameters()
+        params: dict[str, Any] = dict(self.policy_params)
+        shortcuts = {
+            "collective": self.collective,
+            "density": self.density,
+            "compressor": self.compressor,
+        }
+        for name, value in shortcuts.items():
+            if value is None:
+                continue
+            if name in params:
+                raise InputError(f"{name} is given both directly and in policy_params")
+            if name not in known:
+                raise InputError(
+                    f"policy {self.policy!r} has no parameter {name!r}; "
+                    f"parameters: {', '.join(known) or 'none'}"
+                )
+            params[name] = value
+        if (
+            "compressor" in known
+            and "compressor" not in params
+            and ("density" in params or "collective" in params)
+        ):
+            coll = params.get("collective", known.get("collective"))
+            dens = params.get("density", known.get("density"))
+            if isinstance(coll, str) and isinstance(dens, (int, float)):
+                params["compressor"] = default_compressor(coll, float(dens))
+        return params
+
+
+def run_simulation(
+    cfg: SimConfig, *, progress: bool = False, traces: TraceSet | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Simulate ``cfg``; returns (records with one row per iteration, metadata).
+
+    ``traces``, if given, is used instead of resolving ``cfg.trace`` (which then only labels the
+    run): for programs that build per-link trace sets in memory. ``progress`` shows a tqdm bar on
+    a terminal.
+
+    The records hold every column of :data:`sim.schema.REQUIRED_COLUMNS` with ``source="sim"``,
+    plus ``comm_s``, ``gain``, ``est_latency_s`` and ``est_bandwidth_Bps``. Same config, same
+    results, bit for bit.
+    """
+    from .engine import simulate
+
+    return simulate(cfg, progress=progress, traces=traces)
+
+
+def simulate_to_dir(
+    cfg: SimConfig,
+    out: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    progress: bool = False,
+) -> Path:
+    """Run ``cfg`` and write ``records.parquet`` + ``meta.json`` into ``out`` atomically.
+
+    The output directory is checked before the run starts (an existing one is an error unless
+    ``force``), and nothing is left behind when the run fails.
+    """
+    from .rundir import check_out_dir, write_run
+
+    check_out_dir(out, force=force)
+    records, meta = run_simulation(cfg, progress=progress)
+    return write_run(out, records, meta, force=force)

@@ -1,0 +1,118 @@
+"""``compctl sweep``: run a TOML sweep spec, resumably, then write its HTML report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "EXIT_RUNS_FAILED"]
+
+#: Exit status when the sweep finished but some runs failed (see OUT/failures.json).
+EXIT_RUNS_FAILED = 3
+
+_EPILOG = """\
+examples:
+  compctl sweep examples/quick.toml --out results/quick          # all cores, then report.html
+  compctl sweep examples/dc2_delay_variation.toml --out results/dc2 --jobs 2
+  compctl sweep spec.toml --out results/x --dry-run               # validate and count runs only
+  compctl sweep spec.toml --out results/x --scheduler tcp://10.0.0.5:8786   # on a Dask cluster
+
+Re-running the same command resumes: finished runs (content-addressed under OUT/runs/) are
+skipped, half-written ones are discarded, failed ones are retried. Exit status: 0 all runs done,
+2 bad input (nothing run), 3 some runs failed (listed in OUT/failures.json and the report),
+130 interrupted (finished runs are kept).
+
+Spec format (TOML): top-level name, description, seeds (count or list); [base] options shared by
+every run; [grid] option = [values...] crossed; [[cases]] explicit option sets crossed with the
+grid; [report] hints (tta_target, heatmap_x, heatmap_y). Options are the fields of `compctl sim`'s
+configuration (workload, workers, trace, policy, policy_params, collective, density, ...).
+"""
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add the ``sweep`` subcommand to ``sub``."""
+    p = sub.add_parser(
+        "sweep",
+        help="run a sweep spec (policies x traces x scales x seeds), then write its report",
+        description=(
+            "Expand a TOML sweep spec into runs, validate every run before starting, run them "
+            "on a local process pool (or a Dask cluster) with one atomic, content-addressed "
+            "directory per run, and write OUT/report.html."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("spec", help="sweep spec file (TOML)")
+    p.add_argument("--out", required=True, help="sweep directory (created, or resumed)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help=f"parallel local runs (default: number of CPU cores, here {os.cpu_count()})",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="Dask distributed scheduler address (tcp://HOST:PORT); runs go to its workers",
+    )
+    p.add_argument("--no-report", action="store_true", help="do not write OUT/report.html")
+    p.add_argument("--dry-run", action="store_true", help="validate and list runs; run nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.set_defaults(func=_cmd_sweep)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from . import executor
+    from .executor import normalize_config, run_sweep
+    from .spec import expand_spec, load_spec
+
+    spec = load_spec(args.spec)
+    runs = expand_spec(spec, normalize_config)
+    if args.dry_run:
+        if args.json:
+            sys.stdout.write(json.dumps({"runs": [r.config for r in runs]}, indent=2) + "\n")
+        else:
+            sys.stdout.write(f"{spec.name}: {len(runs)} runs (spec is valid)\n")
+            for r in runs:
+                sys.stdout.write(f"  {r.origin}\n")
+        return 0
+    result = run_sweep(
+        runs,
+        args.out,
+        run_fn=executor.simulate_config,
+        jobs=args.jobs,
+        scheduler=args.scheduler,
+        spec=spec,
+        progress=not args.quiet,
+    )
+    report_path: Path | None = None
+    if not args.no_report:
+        from analysis.report import write_report
+
+        report_path = write_report(result.out_dir, result.out_dir / "report.html")
+    summary = {
+        "out": str(result.out_dir),
+        "planned": result.planned,
+        "skipped": result.skipped,
+        "completed": result.completed,
+        "failed": len(result.failures),
+        "report": str(report_path) if report_path else None,
+    }
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        sys.stdout.write(
+            f"{spec.name}: {result.planned} runs: {result.completed} run now, "
+            f"{result.skipped} already done, {len(result.failures)} failed -> {result.out_dir}\n"
+        )
+        for f in result.failures:
+            sys.stdout.write(f"  failed {f.run_id} ({f.origin}): {f.error}\n")
+        if report_path is not None:
+            sys.stdout.write(f"report: {report_path}\n")
+    return EXIT_RUNS_FAILED if result.failures else 0

@@ -1,0 +1,327 @@
+"""Execute a planned sweep: skip finished runs, run the rest in parallel, write each atomically.
+
+Layout of a sweep directory::
+
+    OUT/sweep.json            the plan: spec, every run's id, origin and configuration
+    OUT/runs/<run_id>/        one finished run (records.parquet + meta.json, see sim.rundir)
+    OUT/failures.json         runs that raised, with the error line (absent when none failed)
+
+Runs are content-addressed (:mod:`sim.sweep.runid`), so a re-run or resumed sweep skips every
+run whose directory is complete; a run interrupted mid-write leaves only a hidden ``.*.tmp``
+sibling, which is removed on the next start and never looks finished. Failed runs are written
+to ``failures.json`` and retried on the next invocation.
+
+Runs execute in-process (``jobs=1``), on a local process pool (``jobs>1``), or on a Dask
+distributed cluster (``scheduler="tcp://host:port"`` or a ``distributed.Client``); the Dask
+workers return records to the client, which writes them, so no shared file system is needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sim.errors import InputError
+from sim.rundir import is_complete_run, write_run
+
+from .runid import run_id
+from .spec import PlannedRun, SweepSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "RunFn",
+    "Failure",
+    "SweepResult",
+    "run_sweep",
+    "simulate_config",
+    "normalize_config",
+    "RUNS_DIR",
+    "PLAN_FILE",
+    "FAILURES_FILE",
+]
+
+log = logging.getLogger(__name__)
+
+RUNS_DIR = "runs"
+PLAN_FILE = "sweep.json"
+FAILURES_FILE = "failures.json"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+
+#: A run function maps one canonical configuration to (records, meta) of a finished run.
+RunFn = Callable[[dict[str, Any]], "tuple[pd.DataFrame, dict[str, Any]]"]
+
+
+def normalize_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Validate a raw configuration with the simulator and return its canonical dict."""
+    from sim.runner import SimConfig
+
+    cfg = SimConfig.from_dict(config)
+    # Resolving the policy parameters and the trace checks names and parameters now, before
+    # any run starts, instead of inside a worker halfway through the sweep.
+    cfg.resolved_policy_params()
+    _check_trace(cfg.trace)
+    return dict(cfg.to_dict())
+
+
+@functools.lru_cache(maxsize=64)
+def _check_trace(trace: str) -> None:
+    from sim.errors import InputError
+
+    try:
+        from traces.bundled import resolve_trace
+    except ImportError:  # the trace library is optional for the stand-in run functions
+        return
+    try:
+        resolve_trace(trace)
+    except InputError as exc:
+        raise InputError(f"trace: {exc}") from None
+
+
+def simulate_config(config: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The default run function: one simulation of ``config``."""
+    from sim.runner import SimConfig, run_simulation
+
+    return run_simulation(SimConfig.from_dict(config))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A run that raised: its id, where it came from in the spec and the error line."""
+
+    run_id: str
+    origin: str
+    error: str
+    config: dict[str, Any]
+
+
+@dataclass
+class SweepResult:
+    """What one invocation of :func:`run_sweep` did."""
+
+    out_dir: Path
+    planned: int
+    skipped: int = 0  # already complete before this invocation
+    completed: int = 0  # finished by this invocation
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every planned run is complete."""
+        return not self.failures and self.skipped + self.completed == self.planned
+
+
+# (run id, error line or None, (records, meta) when returned instead of written)
+_Outcome = tuple[str, "str | None", "tuple[pd.DataFrame, dict[str, Any]] | None"]
+
+
+def _error_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _execute(run_fn: RunFn, config: dict[str, Any], rid: str, dest: str | None) -> _Outcome:
+    """Run one configuration; write it to ``dest`` or return its data. Never raises Exception."""
+    try:
+        records, meta = run_fn(config)
+        meta = {**meta, "run_id": rid, "sweep_config": config}
+        if dest is None:
+            return rid, None, (records, meta)
+        write_run(dest, records, meta, force=True)
+        return rid, None, None
+    except Exception as exc:  # a failed run is reported, the sweep goes on
+        log.debug("run %s failed", rid, exc_info=True)
+        return rid, _error_line(exc), None
+
+
+def _write_json_atomic(path: Path, obj: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; results are meant to be shared
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _prepare(out_dir: Path, spec: SweepSpec | None, plan: list[tuple[str, PlannedRun]]) -> Path:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: exists and is not a directory")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / PLAN_FILE).is_file():
+        raise InputError(f"{out_dir}: exists and is not a sweep directory (no {PLAN_FILE})")
+    runs_dir = out_dir / RUNS_DIR
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    # Left-overs of runs killed mid-write: never complete, safe to delete before anything starts.
+    for stale in runs_dir.glob(".*.tmp"):
+        log.info("removing half-written %s", stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    doc = {
+        "name": spec.name if spec else out_dir.name,
+        "description": spec.description if spec else "",
+        "source": spec.source if spec else None,
+        "spec": spec.raw if spec else None,
+        "report": spec.report if spec else {},
+        "runs": [{"run_id": rid, "origin": r.origin, "config": r.config} for rid, r in plan],
+    }
+    _write_json_atomic(out_dir / PLAN_FILE, doc)
+    return runs_dir
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        unit="run",
+        desc="sweep",
+        file=sys.stderr,
+        disable=not enabled or not sys.stderr.isatty(),
+        dynamic_ncols=True,
+    )
+
+
+def _run_local_serial(
+    todo: list[tuple[str, PlannedRun]], runs_dir: Path, run_fn: RunFn
+) -> Iterator[_Outcome]:
+    for rid, run in todo:
+        yield _execute(run_fn, run.config, rid, str(runs_dir / rid))
+
+
+def _run_local_pool(
+    todo: list[tuple[str, PlannedRun]], runs_dir: Path, run_fn: RunFn, jobs: int
+) -> Iterator[_Outcome]:
+    # fork keeps worker start-up cheap and lets run functions defined in the caller's modules
+    # (tests, notebooks) be found by the children; all workers start at the first submit, before
+    # the progress bar's thread exists.
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    try:
+        pending: set[Future[_Outcome]] = {
+            pool.submit(_execute, run_fn, run.config, rid, str(runs_dir / rid)) for rid, run in todo
+        }
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_dask(
+    todo: list[tuple[str, PlannedRun]], run_fn: RunFn, scheduler: Any
+) -> Iterator[_Outcome]:
+    from distributed import Client, as_completed
+
+    own = not isinstance(scheduler, Client)
+    try:
+        client = Client(scheduler, timeout=30) if own else scheduler
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(f"cannot reach Dask scheduler {scheduler!r}: {exc}") from None
+    try:
+        futures = [
+            client.submit(_execute, run_fn, run.config, rid, None, pure=False, key=f"run-{rid}")
+            for rid, run in todo
+        ]
+        for fut in as_completed(futures):
+            yield fut.result()
+    finally:
+        if own:
+            client.close()
+
+
+def run_sweep(
+    runs: Iterable[PlannedRun],
+    out_dir: str | os.PathLike[str],
+    *,
+    run_fn: RunFn = simulate_config,
+    jobs: int | None = None,
+    scheduler: Any = None,
+    spec: SweepSpec | None = None,
+    progress: bool = True,
+) -> SweepResult:
+    """Run every planned run not already complete under ``out_dir``; see the module docstring.
+
+    ``jobs`` defaults to the number of CPU cores; ``scheduler`` (an address or a
+    ``distributed.Client``) sends the runs to Dask instead. A ``KeyboardInterrupt`` stops the
+    sweep; runs finished so far stay written and are skipped next time.
+    """
+    out = Path(out_dir)
+    plan = [(run_id(r.config), r) for r in runs]
+    if jobs is not None and jobs < 1:
+        raise InputError(f"--jobs must be >= 1 (got {jobs})")
+    runs_dir = _prepare(out, spec, plan)
+    result = SweepResult(out_dir=out, planned=len(plan))
+    todo = []
+    for rid, run in plan:
+        if is_complete_run(runs_dir / rid):
+            result.skipped += 1
+        else:
+            todo.append((rid, run))
+    by_id = dict(todo)
+    n_jobs = jobs or os.cpu_count() or 1
+    log.info("%d runs planned, %d already complete", len(plan), result.skipped)
+    if scheduler is not None:
+        outcomes = _run_dask(todo, run_fn, scheduler)
+    elif n_jobs == 1 or len(todo) <= 1:
+        outcomes = _run_local_serial(todo, runs_dir, run_fn)
+    else:
+        outcomes = _run_local_pool(todo, runs_dir, run_fn, min(n_jobs, len(todo)))
+    bar = _progress(len(todo), progress) if todo else None
+    try:
+        for rid, error, payload in outcomes:
+            if error is not None:
+                run = by_id[rid]
+                result.failures.append(Failure(rid, run.origin, error, run.config))
+                log.warning("run %s (%s) failed: %s", rid, run.origin, error)
+            else:
+                if payload is not None:
+                    write_run(runs_dir / rid, payload[0], payload[1], force=True)
+                result.completed += 1
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(failed=len(result.failures), refresh=False)
+    finally:
+        if bar is not None:
+            bar.close()
+        _record_failures(out, result.failures)
+    return result
+
+
+def _record_failures(out: Path, failures: list[Failure]) -> None:
+    path = out / FAILURES_FILE
+    if not failures:
+        path.unlink(missing_ok=True)
+        return
+    _write_json_atomic(
+        path,
+        {
+            "failures": [
+                {"run_id": f.run_id, "origin": f.origin, "error": f.error, "config": f.config}
+                for f in sorted(failures, key=lambda f: f.run_id)
+            ]
+        },
+    )

@@ -1,0 +1,219 @@
+"""Convergence model: dense identity, monotonicity in gain, calibration recovery, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.convergence import (
+    ConvergenceModel,
+    ConvergenceParams,
+    RealCurve,
+    annotate_records,
+    calibrate,
+    iterations_to_target_curve,
+    progress_per_step,
+    trace_for_profile,
+)
+from sim.errors import InputError
+from traces.gradtrace import FORMAT, VERSION, GradTrace, read_gradtrace, write_gradtrace
+
+DENS = [0.1, 0.01, 0.001]
+
+
+def synthetic_trace(steps: int = 300, every: int = 10, workload: str = "synthetic") -> GradTrace:
+    """A trace whose gain at density d is sqrt(d) at every step, and an exponential dense curve."""
+    s_steps = np.arange(every, steps + 1, every)
+    n_s, n_l = len(s_steps), 2
+    numel = np.array([1000, 24])
+    comp = np.ones((n_s, 1, len(DENS), n_l))
+    kept = comp * np.sqrt(np.asarray(DENS))[None, None, :, None]
+    ev = np.arange(0, steps + 1, every)
+    header = {
+        "format": FORMAT, "version": VERSION, "workload": workload, "seed": 0, "world_size": 4,
+        "batch_size": 16, "steps": steps, "every": every, "layers": ["w", "b"],
+        "compressors": ["topk"], "densities": DENS, "memory": "residual", "lr": 0.1,
+    }
+    return GradTrace(
+        header=header,
+        steps=s_steps.astype(np.int64),
+        numel=numel.astype(np.int64),
+        grad_norm=np.ones((n_s, n_l)),
+        worker_var=np.ones((n_s, n_l)),
+        kept_sq=kept,
+        comp_sq=comp,
+        achieved=np.broadcast_to(np.asarray(DENS)[None, None, :, None], comp.shape).copy(),
+        train_loss=np.exp(-s_steps / 100.0),
+        eval_steps=ev.astype(np.int64),
+        eval_loss=2.0 * np.exp(-ev / 100.0),
+        eval_accuracy=1.0 - 0.9 * np.exp(-ev / 100.0),
+    )
+
+
+def model(lam: float = 0.8, mu: float = 1.0, kappa: float = 0.001) -> ConvergenceModel:
+    return ConvergenceModel(synthetic_trace(), ConvergenceParams("synthetic", "topk", lam, mu, kappa))
+
+
+def test_dense_reproduces_dense_curve_exactly() -> None:
+    m = model()
+    pred = m.predict([1.0] * 300)
+    assert np.array_equal(pred.progress, np.arange(301, dtype=float))
+    tr = m.trace
+    at_evals = pred.loss[tr.eval_steps]
+    assert np.array_equal(at_evals, tr.eval_loss)
+    assert np.array_equal(pred.accuracy[tr.eval_steps], tr.eval_accuracy)
+    assert m.iterations_to_target([1.0] * 300, 2.0 * np.exp(-1.5)) == pytest.approx(150.0)
+
+
+def test_gain_interpolation_log_log() -> None:
+    m = model()
+    assert m.gain_at("topk", 0.01, 50) == pytest.approx(0.1)
+    assert m.gain_at("topk", 0.003, 50) == pytest.approx(np.sqrt(0.003))
+    assert m.gain_at("topk", 0.0001, 50) == pytest.approx(0.01)  # extrapolated, slope 1/2
+    assert m.gain_at("topk", 1.0, 50) == 1.0
+    assert m.gain_at("topk", 0.5, 50) == pytest.approx(np.sqrt(0.5))
+
+
+def test_compression_slows_and_lag_matches_closed_form() -> None:
+    # kappa = 0, mu large: the lag jumps to lam * s at once, so progress = t - lam * s.
+    m = model(lam=0.5, mu=1e6, kappa=0.0)
+    g = np.sqrt(0.001)
+    pred = m.predict([0.001] * 200)
+    s = 1 / g - 1
+    expect = np.maximum.accumulate(np.maximum(0.0, np.arange(201) - 0.5 * s))
+    expect[0] = 0.0
+    assert np.allclose(pred.progress, expect)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from([1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001]), min_size=5, max_size=60),
+    st.integers(min_value=0, max_value=59),
+    st.floats(0.0, 3.0), st.floats(0.05, 20.0), st.floats(0.0, 0.5),
+)
+def test_more_gain_never_slower(sched: list[float], which: int, lam: float, mu: float, kappa: float) -> None:
+    m = model(lam, mu, kappa)
+    better = list(sched)
+    i = which % len(sched)
+    better[i] = min(1.0, better[i] * 3.0)  # raise one density: more gain at that step
+    p_lo = m.predict(sched).progress
+    p_hi = m.predict(better).progress
+    assert np.all(p_hi >= p_lo - 1e-9)
+    assert np.all(np.diff(p_lo) >= 0)
+
+
+def test_calibration_recovers_known_parameters() -> None:
+    truth = model(lam=0.6, mu=2.0, kappa=0.002)
+    runs = []
+    for d in (1.0, 0.1, 0.01, 0.001):
+        pred = truth.predict([d] * 300)
+        ev = np.arange(0, 301, 10)
+        runs.append(RealCurve((d,) * 300, tuple(ev), tuple(pred.loss[ev]), tuple(pred.accuracy[ev])))
+    targets = [("loss", 1.0), ("loss", 0.5), ("loss", 0.2)]
+    fit = calibrate(truth.trace, runs, targets)
+    fitted = ConvergenceModel(truth.trace, fit)
+    for d in (0.003, 0.0003):
+        a = truth.iterations_to_target([d] * 300, 0.5)
+        b = fitted.iterations_to_target([d] * 300, 0.5)
+        assert a is not None and b is not None
+        assert abs(b - a) / a < 0.05
+    assert fit.fit_rms_log_error < 0.03
+
+
+def test_iterations_to_target_curve_interpolates() -> None:
+    assert iterations_to_target_curve([0, 10, 20], [3.0, 2.0, 1.0], 1.5, "loss") == pytest.approx(15.0)
+    assert iterations_to_target_curve([0, 10, 20], [0.1, 0.5, 0.9], 0.7, "accuracy") == pytest.approx(15.0)
+    assert iterations_to_target_curve([0, 10], [3.0, 2.0], 1.0, "loss") is None
+    with pytest.raises(InputError):
+        iterations_to_target_curve([0, 10], [3.0, 2.0], 1.0, "perplexity")
+
+
+def test_unreachable_target_and_bad_density_are_input_errors() -> None:
+    m = model()
+    with pytest.raises(InputError, match="never reaches"):
+        m.iterations_to_target([1.0] * 10, 1e-9)
+    with pytest.raises(InputError, match="density"):
+        m.predict([0.0])
+    with pytest.raises(InputError, match="no compressor 'dgc'"):
+        m.predict([0.1], "dgc")
+
+
+def test_mismatched_params_and_trace() -> None:
+    with pytest.raises(InputError, match="parameters are for 'other'"):
+        ConvergenceModel(synthetic_trace(), ConvergenceParams("other", "topk", 1.0, 1.0, 0.0))
+    with pytest.raises(InputError, match="mu must be > 0"):
+        ConvergenceParams("x", "topk", 1.0, 0.0, 0.0)
+
+
+def test_params_roundtrip_and_bad_file(tmp_path: Path) -> None:
+    p = ConvergenceParams("synthetic", "topk", 0.5, 2.0, 0.01, (1.0, 0.1), ("loss<=0.5",), 0.02)
+    path = p.save(tmp_path / "p.json")
+    assert ConvergenceParams.load(path) == p
+    (tmp_path / "bad.json").write_text(json.dumps({"workload": "x"}))
+    with pytest.raises(InputError, match="malformed"):
+        ConvergenceParams.load(tmp_path / "bad.json")
+    with pytest.raises(InputError, match="no such"):
+        ConvergenceParams.load(tmp_path / "missing.json")
+
+
+def test_gradtrace_roundtrip_and_validation(tmp_path: Path) -> None:
+    tr = synthetic_trace()
+    path = write_gradtrace(tr, tmp_path / "g.npz")
+    back = read_gradtrace(path)
+    assert back.header == tr.header
+    assert np.array_equal(back.kept_sq, tr.kept_sq)
+    arrays = tr.to_arrays()
+    arrays["kept_sq"] = arrays["kept_sq"][:, :, :2]
+    np.savez(tmp_path / "shape.npz", **arrays)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="kept_sq has shape"):
+        read_gradtrace(tmp_path / "shape.npz")
+    arrays = tr.to_arrays()
+    arrays["kept_sq"] = arrays["comp_sq"] * 2
+    np.savez(tmp_path / "gain.npz", **arrays)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="gain above 1"):
+        read_gradtrace(tmp_path / "gain.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(InputError, match="cannot read"):
+        read_gradtrace(tmp_path / "junk.npz")
+    with pytest.raises(InputError, match="no such"):
+        read_gradtrace(tmp_path / "none.npz")
+    arrays = tr.to_arrays()
+    hdr = dict(tr.header, version=99)
+    arrays["header"] = np.asarray(json.dumps(hdr))
+    np.savez(tmp_path / "ver.npz", **arrays)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="version 99"):
+        read_gradtrace(tmp_path / "ver.npz")
+
+
+def test_progress_per_step_matches_predict() -> None:
+    m = model(lam=0.7, mu=1.5, kappa=0.0)
+    sched = [0.01] * 40 + [0.001] * 40 + [1.0] * 40
+    pred = m.predict(sched)
+    p = lag = 0.0
+    for d in sched:
+        inc, lag = progress_per_step(m, "topk", d, progress=p, lag=lag)
+        p += inc
+    # With kappa = 0 and no clamping the increments sum to the predicted progress.
+    assert p == pytest.approx(pred.progress[-1])
+
+
+def test_annotate_records_columns() -> None:
+    m = model()
+    cols = annotate_records(m, ["topk"] * 50 + ["none"] * 50, [0.001] * 50 + [0.5] * 50)
+    assert set(cols) == {"progress", "pred_loss", "pred_accuracy", "stat_gain"}
+    assert len(cols["progress"]) == 100
+    assert np.all(cols["stat_gain"][50:] == 1.0)
+    assert np.all(np.diff(cols["pred_loss"]) <= 1e-12)
+    with pytest.raises(InputError):
+        annotate_records(m, ["topk"], [0.1, 0.2])
+
+
+def test_trace_for_profile_borrows() -> None:
+    assert trace_for_profile("char-lstm") == ("char-lstm", False, "gradient statistics captured from char-lstm")
+    src, borrowed, note = trace_for_profile("resnet50")
+    assert src == "digits-cnn" and borrowed and "borrowed" in note
