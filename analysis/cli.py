@@ -17,6 +17,7 @@ examples:
   compctl report runs/x --out x.html                 # a single run (compctl sim --out runs/x)
   compctl report results/validate --out v.html       # a folder of runs, e.g. sim vs real
   compctl report results/quick --json --no-html      # per-run metrics as JSON only
+  compctl report results/dc2 --figures docs/figures  # also each plot as a PNG file
 
 The page embeds every plot as PNG, so it opens offline. Speed-ups compare runs that share a
 scenario (every configuration field except policy/policy_params/collective/density/compressor)
@@ -38,6 +39,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--out", default=None, help="HTML file (default: PATH/report.html)")
     p.add_argument("--json", action="store_true", help="print per-run metrics as JSON on stdout")
     p.add_argument("--no-html", action="store_true", help="do not write the HTML page")
+    p.add_argument(
+        "--figures", default=None, metavar="DIR", help="also write every figure as a PNG into DIR"
+    )
     p.set_defaults(func=_cmd_report)
 
 
@@ -51,6 +55,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         metrics = run_metrics(results)
         rows = json.loads(metrics.to_json(orient="records")) if not metrics.empty else []
         sys.stdout.write(json.dumps({"name": results.name, "runs": rows}, indent=2) + "\n")
+    if args.figures:
+        from .report import export_figures
+
+        for path in export_figures(results, args.figures):
+            sys.stderr.write(f"figure: {path}\n")
     if args.no_html:
         return 0
     out = Path(args.out) if args.out else Path(args.path) / "report.html"

@@ -74,9 +74,20 @@ def plot_density_delay(records: pd.DataFrame, scenario: list[str]) -> Figure | N
     for j, value in enumerate(values):
         part = rec if value is None or facet is None else rec[rec[facet].astype(str) == value]
         part = part.assign(time_s=part["start_s"], latency_ms=part["latency_s"] * 1e3)
-        first = part[part["run_id"] == part["run_id"].iloc[0]]
+        # Time window: that of the adaptive runs (density changing), which finish much sooner
+        # than dense ones; the delay shown is what the longest adaptive run went through.
+        moving = part.groupby("run_id")["density"].nunique()
+        adaptive = list(moving[moving > 1].index)
+        ends = part.groupby("run_id")["time_s"].max()
+        longest = ends[adaptive].idxmax() if adaptive else part["run_id"].iloc[0]
+        shown = part[part["run_id"] == longest]
+        end_s = float(
+            part[part["run_id"].isin(adaptive)]["time_s"].max() if adaptive else part["time_s"].max()
+        )
+        part = part[part["time_s"] <= end_s]
         ax = axes[0, j]
-        ax.plot(first["time_s"], first["latency_ms"], color="0.3", lw=1)
+        ax.plot(shown["time_s"], shown["latency_ms"], color="0.3", lw=1)
+        ax.set_xlim(0, end_s)
         ax.set_ylabel("link delay (ms)")
         ax.set_title(f"{facet}={value}" if facet else "link delay and density")
         ax = axes[1, j]
@@ -84,6 +95,7 @@ def plot_density_delay(records: pd.DataFrame, scenario: list[str]) -> Figure | N
             data=part, x="time_s", y="density", hue="policy_label", units="run_id",
             estimator=None, ax=ax, lw=1, legend=(j == len(values) - 1),
         )
+        ax.set_xlim(0, end_s)
         ax.set_yscale("log")
         ax.set_xlabel("time (s)")
         ax.set_ylabel("density (kept fraction)")

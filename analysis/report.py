@@ -12,16 +12,25 @@ import datetime as _dt
 import html
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from . import plots
 from .load import Results, load_results
 from .metrics import run_metrics, summary_table
 
-__all__ = ["write_report", "write_html", "render_report", "heatmap_axes"]
+__all__ = [
+    "write_report",
+    "write_html",
+    "render_report",
+    "report_figures",
+    "export_figures",
+    "heatmap_axes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +73,8 @@ def _table(df: pd.DataFrame) -> str:
     return f'<div class="scroll">{body}</div>'
 
 
-def _img(fig: object, alt: str) -> str:
-    if fig is None:
-        return ""
-    png = plots.figure_png(fig)  # type: ignore[arg-type]
+def _img(fig: Figure, alt: str) -> str:
+    png = plots.figure_png(fig)
     data = base64.b64encode(png).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
@@ -94,6 +101,42 @@ def heatmap_axes(results: Results, metrics: pd.DataFrame) -> tuple[str, str] | N
     if n_lat >= 2 and n_bw >= 2 and pairs == n_lat * n_bw:
         return x, y
     return None
+
+
+def report_figures(
+    results: Results, metrics: pd.DataFrame
+) -> list[tuple[str, str, Figure]]:
+    """The report's figures that apply to ``results``: (heading, note, figure) each."""
+    if metrics.empty:
+        return []
+    scenario = results.scenario_columns
+    basis = str(metrics["speedup_basis"].iloc[0])
+    figures: list[tuple[str, str, Figure | None]] = [
+        ("Density and link delay over time",
+         "Top: the link's one-way delay; bottom: the density each policy chose (first seed).",
+         plots.plot_density_delay(results.records, scenario)),
+        ("Iteration-time breakdown", "Mean per iteration over all runs of a policy.",
+         plots.plot_breakdown(metrics, scenario)),
+        ("Speed-up per policy",
+         f"Basis: {basis}. Bars above 1 beat the baseline in the same scenario; error bars are "
+         "95% intervals over seeds.",
+         plots.plot_speedup(metrics, scenario)),
+    ]
+    axes = heatmap_axes(results, metrics)
+    if axes is not None:
+        choice = str(results.hints.get("heatmap_choice", "policy_label"))
+        facet = results.hints.get("heatmap_facet")
+        facet = facet if isinstance(facet, str) and facet in metrics.columns else None
+        figures.append(
+            (f"Fastest {choice.replace('_label', '')} map",
+             f"Lowest mean {basis} per cell" + (f", one panel per {facet}." if facet else "."),
+             plots.plot_best_heatmap(metrics, *axes, choice=choice, facet=facet))
+        )
+    figures.append(
+        ("Simulated vs real", "Same policies, simulator (solid) against real runs (dashed).",
+         plots.plot_sim_vs_real(results.records))
+    )
+    return [(h, n, f) for h, n, f in figures if f is not None]
 
 
 def render_report(results: Results) -> str:
@@ -127,33 +170,8 @@ def render_report(results: Results) -> str:
     if metrics.empty:
         parts.append("<p>No finished runs to show.</p></body></html>")
         return "\n".join(parts)
-    basis = str(metrics["speedup_basis"].iloc[0])
-    figures = [
-        ("Density and link delay over time", plots.plot_density_delay(results.records, scenario),
-         "Top: the link's one-way delay; bottom: the density each policy chose (first seed)."),
-        ("Iteration-time breakdown", plots.plot_breakdown(metrics, scenario),
-         "Mean per iteration over all runs of a policy."),
-        ("Speed-up per policy", plots.plot_speedup(metrics, scenario),
-         f"Basis: {basis}. Bars above 1 beat the baseline in the same scenario; error bars are "
-         "95% intervals over seeds."),
-    ]
-    axes = heatmap_axes(results, metrics)
-    if axes is not None:
-        choice = str(results.hints.get("heatmap_choice", "policy_label"))
-        facet = results.hints.get("heatmap_facet")
-        facet = facet if isinstance(facet, str) and facet in metrics.columns else None
-        figures.append(
-            (f"Fastest {choice.replace('_label', '')} map",
-             plots.plot_best_heatmap(metrics, *axes, choice=choice, facet=facet),
-             f"Lowest mean {basis} per cell" + (f", one panel per {facet}." if facet else "."))
-        )
-    figures.append(
-        ("Simulated vs real", plots.plot_sim_vs_real(results.records),
-         "Same policies, simulator (solid) against real runs (dashed).")
-    )
-    for heading, fig, note in figures:
-        if fig is None:
-            continue
+    figures = report_figures(results, metrics)
+    for heading, note, fig in figures:
         parts.append(f"<h2>{html.escape(heading)}</h2>")
         parts.append(f'<p class="note">{html.escape(note)}</p>')
         parts.append(_img(fig, heading))
@@ -196,3 +214,16 @@ def write_html(out: str | os.PathLike[str], text: str) -> Path:
 def write_report(source: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
     """Load ``source`` (sweep, run or folder of runs) and write its report to ``out``."""
     return write_html(out, render_report(load_results(source)))
+
+
+def export_figures(results: Results, out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Write every report figure of ``results`` as ``<name>-<figure>.png`` into ``out_dir``."""
+    dest = Path(out_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    for heading, _, fig in report_figures(results, run_metrics(results)):
+        slug = re.sub(r"[^a-z0-9]+", "-", f"{results.name} {heading}".lower()).strip("-")
+        path = dest / f"{slug}.png"
+        path.write_bytes(plots.figure_png(fig))
+        written.append(path)
+    return written

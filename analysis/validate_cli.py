@@ -3,10 +3,93 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from typing import Any
 
 __all__ = ["register"]
 
+_EPILOG = """\
+examples:
+  # simulate the real run's configuration and compare (plot next to the run)
+  compctl validate --real runs/r --plot runs/r/validation.png
+  # calibrate compute and link constants on a dense, constant-trace run, save them ...
+  compctl validate --real runs/cal-dense --fit-calibration --save-calibration cal.json
+  # ... and validate other runs with them
+  compctl validate --real runs/r --calibration cal.json --json
+  # compare with a simulated run you already have
+  compctl validate --real runs/r --sim runs/s
+
+Reported: MAPE of per-iteration time and of communication time (lower is better), and their
+Pearson correlations, from iteration --skip on (warm-up and DDP set-up excluded).
+"""
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sim.errors import InputError
+    from sim.rundir import read_run
+
+    from .validate import Calibration, fit_calibration, validate
+
+    if args.fit_calibration and args.calibration:
+        raise InputError("give either --fit-calibration or --calibration, not both")
+    if args.skip < 0:
+        raise InputError(f"--skip must be >= 0, got {args.skip}")
+    cal: Calibration | None = None
+    if args.calibration:
+        cal = Calibration.load(args.calibration)
+    elif args.fit_calibration:
+        real, meta = read_run(args.real)
+        cal = fit_calibration(real, meta, skip=args.skip, name=str(args.real))
+    if args.save_calibration:
+        if cal is None:
+            raise InputError("--save-calibration needs --fit-calibration")
+        from pathlib import Path
+
+        Path(args.save_calibration).write_text(cal.to_json())
+    res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot)
+    out: dict[str, Any] = res.as_dict()
+    if cal is not None:
+        out["calibration"] = {"compute_scale": cal.compute_scale,
+                              "extra_latency_s": cal.extra_latency_s}
+    if args.json:
+        sys.stdout.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    else:
+        lines = [
+            f"iterations compared: {res.n}",
+            f"iteration time: real {res.real_mean_iter_s * 1e3:.3f} ms, "
+            f"sim {res.sim_mean_iter_s * 1e3:.3f} ms, MAPE {res.mape_iter:.2%}, "
+            f"correlation {res.corr_iter:.3f}",
+            f"communication:  real {res.real_mean_comm_s * 1e3:.3f} ms, "
+            f"sim {res.sim_mean_comm_s * 1e3:.3f} ms, MAPE {res.mape_comm:.2%}, "
+            f"correlation {res.corr_comm:.3f}",
+        ]
+        if cal is not None:
+            lines.append(f"calibration: compute x{cal.compute_scale:.3f}, "
+                         f"extra latency {cal.extra_latency_s * 1e6:.1f} us per term")
+        if args.plot:
+            lines.append(f"plot: {args.plot}")
+        sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add ``validate`` to ``sub`` (being written)."""
+    """Add ``validate`` to ``sub``."""
+    p = sub.add_parser(
+        "validate",
+        help="compare a real run with the simulator's prediction (MAPE, correlation, plot)",
+        description="Simulate the configuration of a real run (or take a simulated run) and "
+        "report per-iteration errors of iteration and communication time.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--real", required=True, help="real run directory (compctl real --out)")
+    p.add_argument("--sim", default=None, help="simulated run directory (default: simulate)")
+    p.add_argument("--calibration", default=None, help="calibration JSON to apply")
+    p.add_argument("--fit-calibration", action="store_true",
+                   help="fit compute and link constants on --real itself")
+    p.add_argument("--save-calibration", default=None, help="write the fitted calibration")
+    p.add_argument("--skip", type=int, default=3, help="leading iterations left out (3)")
+    p.add_argument("--plot", default=None, help="PNG of both time series")
+    p.add_argument("--json", action="store_true", help="numbers as JSON on stdout")
+    p.set_defaults(func=_run)

@@ -163,7 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         sys.stdout.write(json.dumps({"rows": rows, **footer}, indent=1) + "\n")
         return 0
-    sys.stdout.write(f"{'mode':<15}{'workers':>8}{'iter/s':>12}{'ratio':>8}{'setup s':>14}\n")
+    sys.stdout.write(
+        f"{'mode':<15}{'workers':>8}{'iter/CPU-s':>12}{'iter/wall-s':>12}{'ratio':>8}"
+        f"{'setup s':>10}\n"
+    )
     for r in rows:
         sys.stdout.write(
             f"{r['mode']:<15}{r['workers']:>8}{r['it_per_s']:>12.0f}{r['it_per_wall_s']:>12.0f}"

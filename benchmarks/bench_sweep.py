@@ -55,6 +55,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     runs = expand_spec(parse_spec(_spec(args.runs, args.iterations)), normalize_config)
+    load_before = os.getloadavg()[0]
     best = {1: float("inf"), 2: float("inf")}
     for r in range(args.repeat):
         for jobs in ((1, 2) if r % 2 == 0 else (2, 1)):
@@ -64,6 +65,9 @@ def main() -> int:
         "runs": len(runs),
         "iterations_per_run": args.iterations,
         "cpu_count": os.cpu_count(),
+        # other work on the machine shows here; a 2-job speed-up needs 2 idle cores
+        "loadavg_1min_before": round(load_before, 2),
+        "loadavg_1min_after": round(os.getloadavg()[0], 2),
         "seconds_1_job": round(best[1], 3),
         "seconds_2_jobs": round(best[2], 3),
         "runs_per_min_1_job": round(rpm[1], 1),

@@ -20,7 +20,7 @@ from typing import Any
 
 from sim.errors import InputError
 
-__all__ = ["register", "parse_target", "parse_densities"]
+__all__ = ["register", "parse_target", "parse_densities", "run_key"]
 
 _CAPTURE_EPILOG = """\
 examples:
@@ -156,6 +156,17 @@ def _cmd_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_key(compressor: str, spec: str) -> str:
+    """Key of a run in a runs file: ``COMPRESSOR@SCHEDULE``, fixed densities written as ``%g``."""
+    spec = spec.strip()
+    if ":" not in spec:
+        try:
+            spec = f"{float(spec):g}"
+        except ValueError:
+            raise InputError(f"bad density schedule {spec!r}") from None
+    return f"{compressor}@{spec}"
+
+
 def _run_missing(
     workload: str, specs: list[str], steps: int, compressor: str, workers: int, seed: int,
     runs_path: Path, force: bool, quiet: bool,
@@ -164,7 +175,7 @@ def _run_missing(
 
     runs = read_runs(runs_path)
     for spec in specs:
-        key = f"{compressor}@{spec}"
+        key = run_key(compressor, spec)
         have = runs.get(key)
         fits = (
             have is not None and have.workload == workload and len(have.densities) == steps
@@ -189,7 +200,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     rows = []
     for spec in args.schedule:
-        c = runs[f"{args.compressor}@{spec}"]
+        c = runs[run_key(args.compressor, spec)]
         rows.append({"schedule": spec, "final_loss": c.eval_loss[-1],
                      "final_accuracy": c.eval_accuracy[-1], "mean_gain": c.mean_gain})
     for r in rows:
@@ -224,7 +235,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     )
     curves = []
     for spec in specs:
-        c = runs[f"{args.compressor}@{spec}"]
+        c = runs[run_key(args.compressor, spec)]
         curves.append(RealCurve(tuple(c.densities), tuple(c.eval_steps), tuple(c.eval_loss),
                                 tuple(c.eval_accuracy), label=spec))
     params = calibrate(
@@ -236,7 +247,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(params.to_json()) + "\n")
     else:
         sys.stdout.write(
-            f"wrote {args.out}: lam={params.lam:.4g} mu={params.mu:.4g} kappa={params.kappa:.4g} "
+            f"wrote {args.out}: lam={params.lam:.4g} mu={params.mu:.4g} alpha={params.alpha:.4g} phase={params.phase:.4g} "
             f"(rms log error {params.fit_rms_log_error:.3f} over {len(curves)} runs)\n"
         )
     return 0

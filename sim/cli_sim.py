@@ -123,6 +123,12 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--bucket-size", default="25MB", help="DDP bucket capacity (default: 25MB)")
     p.add_argument("--compute-scale", type=float, default=1.0, help="scale compute times")
     p.add_argument(
+        "--compress-scale",
+        type=float,
+        default=1.0,
+        help="scale the compressors' calibrated compression times (default: 1)",
+    )
+    p.add_argument(
         "--straggler-sigma",
         type=float,
         default=0.0,
@@ -170,6 +176,7 @@ def _sim_config(args: argparse.Namespace) -> Any:
         bucket_bytes=parse_bytes(args.bucket_size),
         fidelity=args.fidelity,
         compute_scale=args.compute_scale,
+        compress_scale=args.compress_scale,
         straggler_sigma=args.straggler_sigma,
         worker_speed_sigma=args.worker_speed_sigma,
         gpus_per_node=args.gpus_per_node,

@@ -7,27 +7,31 @@ are that curve read at ``p_t``; a dense schedule gives ``p_t = t`` and reproduce
 
 The model (docs/convergence.md derives and discusses it). With error feedback, what top-k leaves
 out is not lost but delayed: the residual holds about ``1/g - 1`` iterations' worth of gradient,
-``g`` being the compression gain (kept energy / compensated energy). So compression mostly adds
-a *lag*, plus possibly a small loss of efficiency per step. Per iteration ``t`` at density
+``g`` being the compression gain (kept energy / compensated energy). So compression adds a
+*lag*; and where stale or missing coordinates also make each step less useful (measured on
+char-lstm with momentum SGD), a loss of efficiency per step. Per iteration ``t`` at density
 ``d_t``::
 
-    g_t = gain(compressor, d_t, at progress p_{t-1})     # sampled from the gradient trace
+    g_t = gain(compressor, d_t, at iteration t)          # sampled from the gradient trace
     s_t = 1/g_t - 1                                      # staleness: iterations held back
     r_t = min(1, mu * g_t)                               # the residual turns over in ~1/g steps
-    L_t = L_{t-1} + r_t * (lam * s_t - L_{t-1})          # lag relaxes towards lam * s_t
-    q_t = q_{t-1} + 1 / (1 + kappa * s_t)                # per-step efficiency
+    L_t = L_{t-1} + r_t * (lam * s_t / (1 + p_{t-1}/phase) - L_{t-1})   # lag
+    q_t = q_{t-1} + g_t ** alpha                         # per-step efficiency
     p_t = max(p_{t-1}, q_t - L_t)                        # progress never goes backwards
 
-Three parameters ``lam`` (lag per iteration of staleness), ``mu`` (turnover speed) and ``kappa``
-(efficiency loss), calibrated per workload on real runs at a few fixed densities
-(:func:`calibrate`). More gain never predicts less progress: ``L_t`` increases and ``q_t``
-decreases with every ``s_u`` (a test checks it), and the running maximum keeps that order.
+Parameters: ``lam`` (lag per iteration of staleness), ``alpha`` (per-step efficiency ``g ** alpha``),
+``phase`` (later in training a given staleness costs less lag: halved after ``phase`` dense
+iterations; 0 turns this off) and ``mu`` (turnover speed, 1 by default). They are calibrated per
+workload on real runs at a few fixed densities (:func:`calibrate`). More gain never predicts
+less progress: gains are looked up by iteration (not by progress), ``L_t`` increases and ``q_t``
+decreases with every ``s_u`` (also through ``p``), and the running maximum keeps that order; a
+Hypothesis test checks it.
 
 Gains: the trace holds the whole-model gain per sampled step at each captured density; the gain at
 another density is interpolated linearly in (log density, log gain), clamped to be non-increasing
 as density falls; below the smallest captured density it is extrapolated with the last segment's
-log-log slope; density 1.0 has gain 1. The sampled step used is the one nearest to the current
-progress (gradient statistics follow the training phase, not the wall clock).
+log-log slope; density 1.0 has gain 1. The sampled step used is the one nearest to the iteration;
+beyond the captured steps the last sample is used.
 
 Pure numpy/scipy: no SimPy, torch or pandas.
 """
@@ -88,7 +92,9 @@ class ConvergenceParams:
     Attributes:
         workload: the workload (and gradient trace) they belong to.
         compressor: the compressor the calibration runs used.
-        lam, mu, kappa: the model's parameters.
+        lam, mu, alpha: the model's parameters.
+        phase: progress (dense iterations) over which the lag per unit of staleness halves;
+            0 means it stays ``lam`` (see module docstring).
         calibrated_on: densities of the real calibration runs.
         targets: what the fit matched (e.g. ``"loss<=0.5"``).
         fit_rms_log_error: root-mean-square of log(predicted / real iterations) over the fit.
@@ -99,14 +105,15 @@ class ConvergenceParams:
     compressor: str
     lam: float
     mu: float
-    kappa: float
+    alpha: float
+    phase: float = 0.0
     calibrated_on: tuple[float, ...] = ()
     targets: tuple[str, ...] = ()
     fit_rms_log_error: float = float("nan")
     note: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("lam", "mu", "kappa"):
+        for name in ("lam", "mu", "alpha", "phase"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise InputError(f"convergence parameter {name} must be finite and >= 0, got {v!r}")
@@ -133,7 +140,8 @@ class ConvergenceParams:
                 compressor=str(data["compressor"]),
                 lam=float(data["lam"]),
                 mu=float(data["mu"]),
-                kappa=float(data["kappa"]),
+                alpha=float(data["alpha"]),
+                phase=float(data.get("phase", 0.0)),
                 calibrated_on=tuple(float(x) for x in data.get("calibrated_on", ())),
                 targets=tuple(str(x) for x in data.get("targets", ())),
                 fit_rms_log_error=float(data.get("fit_rms_log_error", float("nan"))),
@@ -275,16 +283,16 @@ class ConvergenceModel:
         out = np.exp(table[:, j] + w * (table[:, j + 1] - table[:, j]))
         return np.clip(out, _MIN_GAIN, 1.0)
 
-    def gain_at(self, compressor: str, density: float, progress: float) -> float:
-        """Gain at ``density`` at the sampled step nearest to ``progress``."""
-        return float(self.gain_curve(compressor, density)[self._row(np.asarray([progress]))[0]])
+    def gain_at(self, compressor: str, density: float, step: float) -> float:
+        """Gain at ``density`` at the sampled step nearest to iteration ``step``."""
+        return float(self.gain_curve(compressor, density)[self._row(np.asarray([step]))[0]])
 
-    def _row(self, progress: np.ndarray) -> np.ndarray:
+    def _row(self, step: np.ndarray) -> np.ndarray:
         steps = self.trace.steps.astype(float)
-        idx = np.searchsorted(steps, progress)
+        idx = np.searchsorted(steps, step)
         idx = np.clip(idx, 0, len(steps) - 1)
         prev = np.clip(idx - 1, 0, len(steps) - 1)
-        closer_prev = np.abs(steps[prev] - progress) < np.abs(steps[idx] - progress)
+        closer_prev = np.abs(steps[prev] - step) < np.abs(steps[idx] - step)
         return np.where(closer_prev, prev, idx)
 
     # ------------------------------------------------------------------ prediction
@@ -296,63 +304,70 @@ class ConvergenceModel:
         *,
         lam: np.ndarray | float | None = None,
         mu: np.ndarray | float | None = None,
-        kappa: np.ndarray | float | None = None,
+        alpha: np.ndarray | float | None = None,
+        phase: np.ndarray | float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Progress after each iteration (shape (T+1, *P)) and gains (T+1, *P).
+        """Progress after each iteration (shape (T+1, *P)) and gains (T+1,).
 
-        ``lam``, ``mu``, ``kappa`` default to the calibrated values; arrays broadcast, which is
-        how :func:`calibrate` evaluates a whole parameter grid at once.
+        The parameters default to the calibrated values; arrays broadcast, which is how
+        :func:`calibrate` evaluates a whole parameter grid at once.
         """
-        lam_ = np.asarray(self.params.lam if lam is None else lam, dtype=float)
-        mu_ = np.asarray(self.params.mu if mu is None else mu, dtype=float)
-        kap_ = np.asarray(self.params.kappa if kappa is None else kappa, dtype=float)
-        shape = np.broadcast(lam_, mu_, kap_).shape
-        curves = {d: self.gain_curve(compressor, d) for d in sorted(set(densities))}
+        par = self.params
+        lam_ = np.asarray(par.lam if lam is None else lam, dtype=float)
+        mu_ = np.asarray(par.mu if mu is None else mu, dtype=float)
+        alp_ = np.asarray(par.alpha if alpha is None else alpha, dtype=float)
+        ph_ = np.asarray(par.phase if phase is None else phase, dtype=float)
+        shape = np.broadcast(lam_, mu_, alp_, ph_).shape
+        gains = self.gain_schedule(densities, compressor)
         if shape == ():
-            return self._progress_scalar(densities, curves, float(lam_), float(mu_), float(kap_))
-        n = len(densities)
-        prog = np.zeros((n + 1, *shape))
-        gains = np.ones((n + 1, *shape))
+            prog = self._progress_scalar(gains, float(lam_), float(mu_), float(alp_), float(ph_))
+            return prog, gains
+        inv_ph = np.where(ph_ > 0, 1.0 / np.where(ph_ > 0, ph_, 1.0), 0.0)
+        prog = np.zeros((len(densities) + 1, *shape))
         lag = np.zeros(shape)
         q = np.zeros(shape)
         p = np.zeros(shape)
-        for t, d in enumerate(densities, start=1):
-            g = curves[d][self._row(p)] if d < 1.0 else np.ones(shape)
+        for t in range(1, len(densities) + 1):
+            g = gains[t]
             s = 1.0 / g - 1.0
-            r = np.minimum(1.0, mu_ * g)
-            lag = lag + r * (lam_ * s - lag)
-            q = q + 1.0 / (1.0 + kap_ * s)
+            lag = lag + np.minimum(1.0, mu_ * g) * (lam_ * s / (1.0 + p * inv_ph) - lag)
+            q = q + g**alp_
             p = np.maximum(p, q - lag)
             prog[t] = p
-            gains[t] = g
         return prog, gains
 
-    def _progress_scalar(
-        self, densities: Sequence[float], curves: dict[float, np.ndarray], lam: float, mu: float, kappa: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        # The same recurrence as the vectorised path, in plain floats: ~30x faster for one
-        # parameter set, which is what calibration's polish and the simulator call most.
-        steps = [float(x) for x in self.trace.steps]
-        lists = {d: [float(x) for x in c] for d, c in curves.items()}
-        n = len(densities)
-        prog = [0.0] * (n + 1)
-        gains = [1.0] * (n + 1)
-        lag = q = p = 0.0
-        row = 0
-        last = len(steps) - 1
+    def gain_schedule(self, densities: Sequence[float], compressor: str = "topk") -> np.ndarray:
+        """Gain at each iteration ``t = 0..T`` (index 0 is 1.0): the sampled step nearest ``t``.
+
+        Gains are looked up by iteration, not by progress, so they do not depend on the model's
+        parameters or on earlier decisions: this keeps the model monotone in the gain.
+        """
+        rows = self._row(np.arange(1, len(densities) + 1, dtype=float))
+        curves = {d: self.gain_curve(compressor, d) for d in set(densities)}
+        out = np.ones(len(densities) + 1)
         for t, d in enumerate(densities, start=1):
-            # Progress never decreases, so the nearest sampled step only moves forward.
-            while row < last and abs(steps[row + 1] - p) <= abs(steps[row] - p):
-                row += 1
-            g = lists[d][row] if d < 1.0 else 1.0
+            out[t] = curves[d][rows[t - 1]]
+        return out
+
+    @staticmethod
+    def _progress_scalar(
+        gains: np.ndarray, lam: float, mu: float, alpha: float, phase: float
+    ) -> np.ndarray:
+        # The same recurrence as the vectorised path in plain floats: much faster for one
+        # parameter set, which is what calibration's polish and the simulator call most.
+        inv_ph = 1.0 / phase if phase > 0 else 0.0
+        g_list = gains.tolist()
+        prog = [0.0] * len(g_list)
+        lag = q = p = 0.0
+        for t in range(1, len(g_list)):
+            g = g_list[t]
             s = 1.0 / g - 1.0
-            lag += min(1.0, mu * g) * (lam * s - lag)
-            q += 1.0 / (1.0 + kappa * s)
+            lag += min(1.0, mu * g) * (lam * s / (1.0 + p * inv_ph) - lag)
+            q += g**alpha
             if q - lag > p:
                 p = q - lag
             prog[t] = p
-            gains[t] = g
-        return np.asarray(prog), np.asarray(gains)
+        return np.asarray(prog)
 
     def curve_at(self, progress: np.ndarray, metric: str) -> np.ndarray:
         """The dense run's ``metric`` read at ``progress`` (linear; held beyond the ends)."""
@@ -376,7 +391,11 @@ class ConvergenceModel:
         )
 
     def iterations_to_target(
-        self, densities: Sequence[float], target: float, metric: str = "loss", compressor: str = "topk"
+        self,
+        densities: Sequence[float],
+        target: float,
+        metric: str = "loss",
+        compressor: str = "topk",
     ) -> float | None:
         """Predicted iterations to reach ``target`` (``None`` if not within the schedule).
 
@@ -436,15 +455,15 @@ def calibrate(
     mu: float | None = 1.0,
     note: str = "",
 ) -> ConvergenceParams:
-    """Fit ``lam`` and ``kappa`` (and ``mu`` if ``mu`` is None) to real runs at fixed densities.
+    """Fit ``lam``, ``alpha`` and ``phase`` (and ``mu`` if ``mu`` is None) to real runs.
 
     ``mu`` defaults to 1, the residual's own turnover (a residual holding ``1/g - 1``
     iterations of gradient is renewed at rate ``g``); fitting it too tends to overfit the
     fixed-density runs at the expense of schedules that change density (docs/convergence.md).
 
     Minimises the sum over runs and targets of ``log(predicted / real)^2`` of the iterations to
-    reach each target (a target the real run misses is skipped): a coarse log-spaced grid over
-    all three parameters (vectorised), then Nelder-Mead from the best grid point.
+    reach each target (a target the real run misses is skipped): a coarse grid over the free
+    parameters (vectorised), then Nelder-Mead (in log space) from the best grid point.
     """
     from scipy.optimize import minimize
 
@@ -452,9 +471,9 @@ def calibrate(
         raise InputError("calibration needs at least one real run")
     if not targets:
         raise InputError("calibration needs at least one target")
-    seed_params = ConvergenceParams(trace.workload, compressor, 1.0, 1.0, 0.0)
-    model = ConvergenceModel(trace, seed_params)
-    cases: list[tuple[list[float], float, float]] = []  # (densities, p_star, real iterations)
+    model = ConvergenceModel(trace, ConvergenceParams(trace.workload, compressor, 1.0, 1.0, 0.0))
+    by_schedule: dict[tuple[float, ...], list[tuple[float, float]]] = {}
+    n_cases = 0
     for run in runs:
         for metric, value in targets:
             real = iterations_to_target_curve(
@@ -467,61 +486,74 @@ def calibrate(
             if real is None or p_star is None or real <= 0:
                 log.info("target %s %s skipped for run %s", metric, value, run.label)
                 continue
-            cases.append((list(run.densities), p_star, real))
-    if not cases:
+            by_schedule.setdefault(tuple(run.densities), []).append((p_star, real))
+            n_cases += 1
+    if not n_cases:
         raise InputError("no calibration run reaches any of the targets")
 
-    lam_g = np.concatenate([[0.0], np.logspace(-2, 1, 16)])
-    mu_g = np.logspace(-1, 1.5, 11) if mu is None else np.asarray([float(mu)])
-    kap_g = np.concatenate([[0.0], np.logspace(-4, -0.5, 8)])
-    L, M, K = np.meshgrid(lam_g, mu_g, kap_g, indexing="ij")
-    err = np.zeros(L.shape)
-    cache: dict[tuple[float, ...], np.ndarray] = {}
-    for dens, p_star, real in cases:
-        key = tuple(dens)
-        if key not in cache:
-            cache[key] = model.progress(dens, compressor, lam=L, mu=M, kappa=K)[0]
-        pred = _first_reach_grid(cache[key], p_star)
-        # Never reaching within the run's length counts as twice the run length (penalised).
-        pred = np.where(np.isnan(pred), 2.0 * len(dens), pred)
-        err += np.log(np.maximum(pred, 1e-9) / real) ** 2
-    best = np.unravel_index(int(np.argmin(err)), err.shape)
-    x0 = np.log(np.array([L[best] + 1e-3, M[best], K[best] + 1e-5]))
-    if mu is not None:
-        x0 = np.delete(x0, 1)
+    horizon = max(len(k) for k in by_schedule)
+    grids = {
+        "lam": np.concatenate([[0.0], np.logspace(-2, 1, 13)]),
+        "mu": np.logspace(-1, 1.5, 6) if mu is None else np.asarray([float(mu)]),
+        "alpha": np.concatenate([[0.0], np.linspace(0.025, 0.6, 12)]),
+        "phase": np.concatenate([[0.0], horizon * np.logspace(-1.5, 1, 11)]),
+    }
+    names = list(grids)
+    mesh = dict(zip(names, np.meshgrid(*grids.values(), indexing="ij"), strict=True))
+    err = np.zeros(mesh["lam"].shape)
+    for dens, pairs in by_schedule.items():
+        prog = model.progress(dens, compressor, **mesh)[0]
+        for p_star, real in pairs:
+            pred = _first_reach_grid(prog, p_star)
+            # Never reaching within the run's length counts as twice the run length.
+            pred = np.where(np.isnan(pred), 2.0 * len(dens), pred)
+            err += np.log(np.maximum(pred, 1e-9) / real) ** 2
+    best_i = np.unravel_index(int(np.argmin(err)), err.shape)
+    best = {k: float(mesh[k][best_i]) for k in names}
+    free = [k for k in names if not (k == "mu" and mu is not None)]
+    # Log space keeps every parameter positive; zeros from the grid start just above zero.
+    # ``phase`` is searched as its inverse (0 = off), so "off" is near the floor, not at 1.
+    floor = {"lam": 1e-3, "mu": 1e-3, "alpha": 1e-3, "phase": 1e-6}
 
-    def unpack(x: np.ndarray) -> tuple[float, float, float]:
-        v = np.exp(x)
-        return (float(v[0]), float(v[1]), float(v[2])) if mu is None else (float(v[0]), float(mu), float(v[1]))
+    def to_x(k: str, v: float) -> float:
+        if k == "phase":
+            v = 1.0 / v if v > 0 else 0.0
+        return math.log(max(v, floor[k]))
 
-    by_schedule: dict[tuple[float, ...], list[tuple[float, float]]] = {}
-    for dens, p_star, real in cases:
-        by_schedule.setdefault(tuple(dens), []).append((p_star, real))
+    def unpack(x: np.ndarray) -> dict[str, float]:
+        out = dict(best)
+        for k, v in zip(free, x, strict=True):
+            out[k] = 1.0 / math.exp(v) if k == "phase" else math.exp(v)
+        return out
 
     def objective(x: np.ndarray) -> float:
-        lam, mu_, kap = unpack(x)
         total = 0.0
         for dens_t, pairs in by_schedule.items():
-            prog, _ = model.progress(dens_t, compressor, lam=lam, mu=mu_, kappa=kap)
+            prog, _ = model.progress(dens_t, compressor, **unpack(x))
             for p_star, real in pairs:
                 pred = _first_reach(prog, p_star)
                 total += math.log((pred if pred else 2.0 * len(dens_t)) / real) ** 2
         return total
 
-    res = minimize(objective, x0, method="Nelder-Mead", options={"maxiter": 120, "xatol": 1e-3, "fatol": 1e-6})
-    lam, mu_fit, kap = unpack(res.x)
-    final = float(res.fun)
-    if final > float(err[best]):  # keep the grid point if the polish did worse
-        lam, mu_fit, kap, final = float(L[best]), float(M[best]), float(K[best]), float(err[best])
+    x0 = np.array([to_x(k, best[k]) for k in free])
+    res = minimize(
+        objective, x0, method="Nelder-Mead", options={"maxiter": 150, "xatol": 1e-3, "fatol": 1e-6}
+    )
+    fit, final = unpack(res.x), float(res.fun)
+    if final > float(err[best_i]):  # keep the grid point if the polish did worse
+        fit, final = best, float(err[best_i])
+    if fit["phase"] > 1e3 * horizon:  # no measurable effect within the runs: report it as off
+        fit["phase"] = 0.0
     return ConvergenceParams(
         workload=trace.workload,
         compressor=compressor,
-        lam=lam,
-        mu=mu_fit,
-        kappa=kap,
+        lam=fit["lam"],
+        mu=fit["mu"],
+        alpha=fit["alpha"],
+        phase=fit["phase"],
         calibrated_on=tuple(sorted({d for r in runs for d in r.densities}, reverse=True)),
         targets=tuple(f"{m}{'<=' if m == 'loss' else '>='}{v:g}" for m, v in targets),
-        fit_rms_log_error=math.sqrt(final / len(cases)),
+        fit_rms_log_error=math.sqrt(final / n_cases),
         note=note,
     )
 
@@ -534,23 +566,30 @@ def progress_per_step(
     compressor: str,
     density: float,
     *,
+    step: int,
     progress: float = 0.0,
     lag: float = 0.0,
 ) -> tuple[float, float]:
-    """One iteration of the model: ``(progress increment, new lag)`` from the current state.
+    """One iteration of the model: ``(progress increment, new lag)`` at iteration ``step``.
 
     A controller's reward is the increment divided by the iteration's seconds. At a fixed
-    density the lag settles, so the increment tends to ``1 / (1 + kappa s)``; switching to a
+    density the lag settles, so the increment tends to ``g ** alpha``; switching to a
     lower density pays the extra lag over the next ~``1 / (mu g)`` iterations, and switching
-    back recovers it (the residual is flushed), which is what a reward must see.
+    back recovers it (the residual is flushed), which is what a reward must see. The increment
+    is clipped at 0 (progress never goes backwards), as in :meth:`ConvergenceModel.predict`.
     """
-    p = model.params
+    par = model.params
     if not (0.0 < density <= 1.0):
         raise InputError(f"density must be in (0, 1], got {density!r}")
-    g = 1.0 if density >= 1.0 or compressor == "none" else model.gain_at(compressor, density, progress)
+    g = (
+        1.0
+        if density >= 1.0 or compressor == "none"
+        else model.gain_at(compressor, density, float(step))
+    )
     s = 1.0 / g - 1.0
-    new_lag = lag + min(1.0, p.mu * g) * (p.lam * s - lag)
-    inc = 1.0 / (1.0 + p.kappa * s) - (new_lag - lag)
+    damp = 1.0 + (progress / par.phase if par.phase > 0 else 0.0)
+    new_lag = lag + min(1.0, par.mu * g) * (par.lam * s / damp - lag)
+    inc = g**par.alpha - (new_lag - lag)
     return max(0.0, inc), new_lag
 
 
@@ -567,32 +606,22 @@ def annotate_records(
     """
     if len(compressors) != len(densities):
         raise InputError("compressors and densities must have one entry per iteration")
-    if len(densities) == 0:
-        return {k: np.zeros(0) for k in ("progress", "pred_loss", "pred_accuracy", "stat_gain")}
-    names = sorted(set(compressors) - {"none"})
-    if len(names) <= 1:
-        comp = names[0] if names else "none"
-        dens = [1.0 if c == "none" else d for c, d in zip(compressors, densities, strict=True)]
-        pred = model.predict(dens, comp)
-        prog, gain = pred.progress[1:], pred.gain[1:]
-    else:
-        prog_l, gain_l = [], []
-        par = model.params
-        p_cur = lag = q = 0.0
-        for c, d in zip(compressors, densities, strict=True):
-            g = 1.0 if c == "none" or d >= 1.0 else model.gain_at(c, d, p_cur)
-            s = 1.0 / g - 1.0
-            lag += min(1.0, par.mu * g) * (par.lam * s - lag)
-            q += 1.0 / (1.0 + par.kappa * s)
-            p_cur = max(p_cur, q - lag)
-            prog_l.append(p_cur)
-            gain_l.append(g)
-        prog, gain = np.asarray(prog_l), np.asarray(gain_l)
+    gains = np.ones(len(densities) + 1)
+    for comp in sorted(set(compressors)):
+        mask = [c == comp for c in compressors]
+        if comp == "none":
+            continue
+        sub = [d if m else 1.0 for d, m in zip(densities, mask, strict=True)]
+        g = model.gain_schedule(sub, comp)
+        idx = np.nonzero(np.concatenate([[False], np.asarray(mask, dtype=bool)]))[0]
+        gains[idx] = g[idx]
+    par = model.params
+    prog = model._progress_scalar(gains, par.lam, par.mu, par.alpha, par.phase)[1:]
     return {
         "progress": prog,
         "pred_loss": model.curve_at(prog, "loss"),
         "pred_accuracy": model.curve_at(prog, "accuracy"),
-        "stat_gain": gain,
+        "stat_gain": gains[1:],
     }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 from sim.errors import InputError
 
@@ -196,9 +197,12 @@ def collective_terms(
     )
 
 
-class _TraceLike:  # structural type for time_over_trace_s (avoid importing traces here)
-    def latency_at(self, t_s: float) -> float: ...  # pragma: no cover
-    def transfer_end_s(self, start_s: float, nbytes: float) -> float: ...  # pragma: no cover
+class _TraceLike(Protocol):
+    """What :func:`time_over_trace_s` needs of a trace (``traces.PiecewiseTrace`` fits)."""
+
+    def latency_at(self, t_s: float) -> float: ...
+
+    def transfer_end_s(self, start_s: float, nbytes: float) -> float: ...
 
 
 def time_over_trace_s(terms: AlphaBeta, trace: _TraceLike, start_s: float) -> float:

@@ -125,9 +125,11 @@ class IterationModel:
         *,
         bucket_bytes: float,
         compute_scale: float = 1.0,
+        compress_scale: float = 1.0,
         dtype_bytes: int = 4,
     ) -> None:
         self.profile = profile
+        self.compress_scale = compress_scale
         self.cluster = cluster
         self.dtype_bytes = dtype_bytes
         self.buckets = profile.buckets(bucket_bytes, dtype_bytes)
@@ -165,7 +167,7 @@ class IterationModel:
         for b in self.buckets:
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
             shapes.append(collective_shape(decision.collective, n, payload, self.cluster.intra))
-            comp.append(spec.compute_s(b.numel, decision.density))
+            comp.append(spec.compute_s(b.numel, decision.density) * self.compress_scale)
             total += payload.total_bytes
         p = DecisionPlan(
             decision,
@@ -330,6 +332,7 @@ def _build(
             Cluster(cfg.workers, traces, worst, intra),
             bucket_bytes=cfg.bucket_bytes,
             compute_scale=cfg.compute_scale,
+            compress_scale=cfg.compress_scale,
             dtype_bytes=cfg.dtype_bytes,
         )
         horizon = unroll_horizon_s(bound_model.iteration_upper_s(), cfg.iterations)
@@ -341,6 +344,7 @@ def _build(
         cluster,
         bucket_bytes=cfg.bucket_bytes,
         compute_scale=cfg.compute_scale,
+        compress_scale=cfg.compress_scale,
         dtype_bytes=cfg.dtype_bytes,
     )
     return profile, traces, model, policy, policy_seed
@@ -448,9 +452,13 @@ def simulate(
             bar.close()
     end_s = env.now
     if not link.is_constant and link.period_s is None and end_s > link.duration_s:
-        _log.info(
-            "the run (%.3g s) outlasts the trace (%.3g s); its last state was held",
+        # A non-looping trace holds its last state by definition; links that loop with
+        # different periods were unrolled to a horizon, and outliving it is an approximation.
+        unrolled = any(t.period_s is not None for t in traces.links.values())
+        (_log.warning if unrolled else _log.info)(
+            "the run (%.3g s) outlasts the %s trace (%.3g s); its last state was held",
             end_s,
+            "unrolled" if unrolled else "",
             link.duration_s,
         )
     records = pd.DataFrame({"iteration": np.arange(cfg.iterations, dtype=np.int64), **cols})

@@ -40,6 +40,16 @@ __all__ = [
 FIDELITIES: tuple[str, ...] = ("analytic",)
 
 _ParamValue = bool | int | float | str
+_FLOAT_FIELDS = (
+    "density",
+    "bucket_bytes",
+    "compute_scale",
+    "compress_scale",
+    "straggler_sigma",
+    "worker_speed_sigma",
+    "intra_latency_s",
+    "intra_bandwidth_Bps",
+)
 
 
 def default_compressor(collective: str, density: float) -> str:
@@ -92,6 +102,9 @@ class SimConfig:
         bucket_bytes: DDP bucket capacity in dense bytes (25 MB, as torch DDP's default).
         fidelity: simulation fidelity level; this version implements ``analytic``.
         compute_scale: multiplies the profile's compute times (slower or faster device).
+        compress_scale: multiplies the compressor specs' compression times (they are calibrated
+            on whatever machine ran ``compctl compress calibrate``; scale them to the profile's
+            reference device).
         straggler_sigma: per-worker, per-iteration compute jitter: each worker's compute time is
             multiplied by a log-normal factor with this sigma (median 1); the slowest worker paces
             the collective. 0 disables it.
@@ -120,6 +133,7 @@ class SimConfig:
     bucket_bytes: float = 25e6
     fidelity: str = "analytic"
     compute_scale: float = 1.0
+    compress_scale: float = 1.0
     straggler_sigma: float = 0.0
     worker_speed_sigma: float = 0.0
     gpus_per_node: int = 1
@@ -131,6 +145,11 @@ class SimConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
         self._validate()
+        # Canonical float fields, so that equal configs serialise to the same JSON (1 vs 1.0).
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, float(value))
 
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
@@ -159,6 +178,7 @@ class SimConfig:
         need_int("seed", self.seed, 0)
         need_pos("bucket_bytes", self.bucket_bytes)
         need_pos("compute_scale", self.compute_scale, allow_zero=True)
+        need_pos("compress_scale", self.compress_scale, allow_zero=True)
         need_pos("straggler_sigma", self.straggler_sigma, allow_zero=True)
         need_pos("worker_speed_sigma", self.worker_speed_sigma, allow_zero=True)
         need_int("gpus_per_node", self.gpus_per_node, 1)

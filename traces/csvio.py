@@ -79,10 +79,12 @@ def _build(
     order: list[str] = list(dict.fromkeys(links))
     arrays = {c: num(c, cols[c]) for c in REQUIRED_COLUMNS}
     loss = num("loss", cols["loss"]) if "loss" in cols else np.zeros(n)
-    link_arr = np.asarray(links)
+    rows_of: dict[str, list[int]] = {lab: [] for lab in order}
+    for i, lab in enumerate(links):  # one pass: linear in rows, whatever the number of links
+        rows_of[lab].append(i)
     out: dict[str, PiecewiseTrace] = {}
     for lab in order:
-        sel = link_arr == lab
+        sel = np.asarray(rows_of[lab], dtype=np.intp)
         try:
             out[lab] = PiecewiseTrace(
                 arrays["time_s"][sel],

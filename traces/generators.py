@@ -241,8 +241,14 @@ def random_walk(
     _positive("bandwidth_Bps", bandwidth_Bps)
     _non_negative("bandwidth_sigma", bandwidth_sigma)
     _non_negative("latency_sigma_s", latency_sigma_s)
-    lo_bw = _positive("min_bandwidth_Bps", min_bandwidth_Bps or bandwidth_Bps / 10.0)
-    hi_bw = _positive("max_bandwidth_Bps", max_bandwidth_Bps or bandwidth_Bps * 10.0)
+    lo_bw = _positive(
+        "min_bandwidth_Bps",
+        bandwidth_Bps / 10.0 if min_bandwidth_Bps is None else min_bandwidth_Bps,
+    )
+    hi_bw = _positive(
+        "max_bandwidth_Bps",
+        bandwidth_Bps * 10.0 if max_bandwidth_Bps is None else max_bandwidth_Bps,
+    )
     lo_lat = _non_negative("min_latency_s", min_latency_s)
     hi_lat = math.inf if max_latency_s is None else _non_negative("max_latency_s", max_latency_s)
     if max_latency_s is None and latency_s > 0:

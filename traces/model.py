@@ -92,7 +92,7 @@ class PiecewiseTrace:
         if np.any(bw <= 0):
             raise InputError(
                 f"trace bandwidth_Bps must be > 0 (row {int(np.argmax(bw <= 0))}, "
-                f"value {bw[np.argmax(bw <= 0)]!r})"
+                f"value {float(bw[np.argmax(bw <= 0)])!r})"
             )
         if np.any((ls < 0) | (ls >= 1)):
             raise InputError("trace loss must be in [0, 1)")

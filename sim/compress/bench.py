@@ -57,13 +57,17 @@ class BenchRow:
         input: distribution name or ``captured:<array>``.
         numel: elements per vector.
         density: target density.
-        time_s: median seconds per compress + local decompress.
+        time_s: median seconds per compress call.
+        min_time_s: fastest compress call (robust to other load on a shared machine).
+        total_s: median seconds per compress + local decompress (what the specs model).
+        total_min_s: fastest compress + local decompress.
         ratio: achieved / target density averaged over the calls (``None`` for compressors
             that do not target a density: dense, quantisers, fixed threshold).
         achieved_density: mean achieved density.
         gain: mean ``||C(x)||^2 / ||x||^2``.
         calls: timed calls.
-        speedup_vs_topk: exact top-k's median time / this one's (same input, same run), if run.
+        speedup_vs_topk: exact top-k's fastest compress time / this one's (same input, same
+            run), if top-k was run.
     """
 
     compressor: str
@@ -71,6 +75,9 @@ class BenchRow:
     numel: int
     density: float
     time_s: float
+    min_time_s: float
+    total_s: float
+    total_min_s: float
     ratio: float | None
     achieved_density: float
     gain: float
@@ -103,7 +110,12 @@ def synthetic(distribution: str, numel: int, gen: torch.Generator) -> torch.Tens
         return (-torch.sign(centred) * torch.log1p(-2.0 * centred.abs())).float()
     if distribution == "student-t":
         z = torch.randn(numel, generator=gen, dtype=torch.float64)
-        chi2 = torch._standard_gamma(torch.full((numel,), _STUDENT_DF / 2, dtype=torch.float64), generator=gen) * 2.0
+        chi2 = (
+            torch._standard_gamma(
+                torch.full((numel,), _STUDENT_DF / 2, dtype=torch.float64), generator=gen
+            )
+            * 2.0
+        )
         return (z / torch.sqrt(chi2 / _STUDENT_DF)).float()
     raise InputError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
 
@@ -122,25 +134,40 @@ def load_captured(path: Path) -> dict[str, torch.Tensor]:
         if arr.dtype.kind != "f" or arr.size == 0:
             log.info("skipping %s: not a non-empty float array", name)
             continue
-        out[f"captured:{name}"] = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32).reshape(-1))
+        out[f"captured:{name}"] = torch.from_numpy(
+            np.ascontiguousarray(arr, dtype=np.float32).reshape(-1)
+        )
     if not out:
         raise InputError(f"{path}: no non-empty float arrays")
     return out
 
 
-def _time_call(comp: Compressor, x: torch.Tensor, density: float, key: str, step: int) -> tuple[float, float, float, float]:
-    if x.device.type == "cuda":
+@dataclass(frozen=True)
+class _Sample:
+    compress_s: float
+    total_s: float
+    ratio: float
+    gain: float
+    density: float
+
+
+def _time_call(comp: Compressor, x: torch.Tensor, density: float, key: str, step: int) -> _Sample:
+    cuda = x.device.type == "cuda"
+    if cuda:
         torch.cuda.synchronize(x.device)
     t0 = time.perf_counter()
     c = comp.compress(x, density, key=key, step=step)
-    local = comp.decompress(c)
-    if x.device.type == "cuda":
+    if cuda:
         torch.cuda.synchronize(x.device)
-    elapsed = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    local = comp.decompress(c)
+    if cuda:
+        torch.cuda.synchronize(x.device)
+    t2 = time.perf_counter()
     target = max(1, math.ceil(x.numel() * density))
     den = float(torch.sum(x.double() ** 2))
     gain = float(torch.sum(local.double() ** 2)) / den if den > 0 else 1.0
-    return elapsed, c.kept / target, gain, c.achieved_density
+    return _Sample(t1 - t0, t2 - t0, c.kept / target, gain, c.achieved_density)
 
 
 def _make_synthetic(distribution: str, numel: int, child: np.random.SeedSequence) -> torch.Tensor:
@@ -149,13 +176,20 @@ def _make_synthetic(distribution: str, numel: int, child: np.random.SeedSequence
 
 
 def _inputs(
-    distributions: Sequence[str], sizes: Sequence[int], repeats: int, seed: int, captured: dict[str, torch.Tensor] | None
+    distributions: Sequence[str],
+    sizes: Sequence[int],
+    repeats: int,
+    seed: int,
+    captured: dict[str, torch.Tensor] | None,
 ) -> Iterable[tuple[str, list[Callable[[], torch.Tensor]]]]:
     """(input name, a maker per repeat): vectors are made lazily so big ones do not pile up."""
     ss = np.random.SeedSequence(seed)
     for dist in distributions:
         for numel in sizes:
-            yield dist, [functools.partial(_make_synthetic, dist, numel, c) for c in ss.spawn(repeats)]
+            yield (
+                dist,
+                [functools.partial(_make_synthetic, dist, numel, c) for c in ss.spawn(repeats)],
+            )
     for name, vec in (captured or {}).items():
         yield name, [functools.partial(torch.clone, vec)] * repeats
 
@@ -198,13 +232,13 @@ def bench_compressors(
         raise InputError("device cuda requested but CUDA is not available")
     rows: list[BenchRow] = []
     for input_name, makers in _inputs(distributions, sizes, repeats, seed, captured):
-        samples: dict[tuple[str, float], list[tuple[float, float, float, float]]] = {}
+        samples: dict[tuple[str, float], list[_Sample]] = {}
         comps = {(n, d): make_compressor(n, seed=seed) for n in chosen for d in densities}
         numel = 0
         for rep, maker in enumerate(makers):
             x = maker().to(dev)
             numel = x.numel()
-            for (n, d), comp in comps.items():
+            for (_, d), comp in comps.items():
                 key = f"{input_name}/{numel}/{d}"
                 if rep == 0:
                     # untimed: allocates workspaces, and lets adaptive compressors settle
@@ -227,10 +261,13 @@ def bench_compressors(
                     input=input_name,
                     numel=numel,
                     density=d,
-                    time_s=statistics.median(t for t, _, _, _ in got),
-                    ratio=statistics.fmean(r for _, r, _, _ in got) if targets else None,
-                    achieved_density=statistics.fmean(a for _, _, _, a in got),
-                    gain=statistics.fmean(g for _, _, g, _ in got),
+                    time_s=statistics.median(g.compress_s for g in got),
+                    min_time_s=min(g.compress_s for g in got),
+                    total_s=statistics.median(g.total_s for g in got),
+                    total_min_s=min(g.total_s for g in got),
+                    ratio=statistics.fmean(g.ratio for g in got) if targets else None,
+                    achieved_density=statistics.fmean(g.density for g in got),
+                    gain=statistics.fmean(g.gain for g in got),
                     calls=len(got),
                 )
             )
@@ -238,17 +275,20 @@ def bench_compressors(
 
 
 def _with_speedups(rows: list[BenchRow]) -> list[BenchRow]:
-    base = {(r.input, r.numel, r.density): r.time_s for r in rows if r.compressor == "topk"}
+    base = {(r.input, r.numel, r.density): r.min_time_s for r in rows if r.compressor == "topk"}
     out = []
     for r in rows:
         b = base.get((r.input, r.numel, r.density))
-        speed = b / r.time_s if b is not None and r.time_s > 0 else None
+        speed = b / r.min_time_s if b is not None and r.min_time_s > 0 else None
         out.append(BenchRow(**{**asdict(r), "speedup_vs_topk": speed}))
     return out
 
 
 def fit_compute_model(rows: Sequence[BenchRow]) -> dict[str, dict[str, float]]:
-    """Per compressor, least-squares ``time_s = fixed_s + per_element_s * numel`` over its rows.
+    """Per compressor, least-squares ``total_min_s = fixed_s + per_element_s * numel`` over its rows.
+
+    The fastest compress + decompress time is fitted: on a shared machine the median carries
+    other processes' load, the minimum is the cost of the work itself.
 
     Both coefficients are kept non-negative (a negative intercept is refitted through the
     origin). Needs at least two distinct sizes per compressor.
@@ -259,7 +299,7 @@ def fit_compute_model(rows: Sequence[BenchRow]) -> dict[str, dict[str, float]]:
     model: dict[str, dict[str, float]] = {}
     for name, rs in sorted(by_name.items()):
         n = np.array([r.numel for r in rs], dtype=float)
-        t = np.array([r.time_s for r in rs], dtype=float)
+        t = np.array([r.total_min_s for r in rs], dtype=float)
         if len(set(n.tolist())) < 2:
             raise InputError("calibration needs at least two different sizes (e.g. --sizes 1M,10M)")
         slope, intercept = np.polyfit(n, t, 1)

@@ -25,10 +25,11 @@ examples:
   compctl bench compressors --input grads.npz --density 0.001 --json    # captured gradients
   compctl bench compressors --sizes 1M,4M --calibrate              # refresh calibration.json
 
-Time is the median of compress + local decompress per call on one thread (--threads), over
---repeats vectors x --calls calls, compressors interleaved. "ratio" is achieved/target density
+Times are per compress call on one thread (--threads), over --repeats vectors x --calls calls,
+compressors interleaved: "ms med" the median, "ms min" the fastest, "+decomp" the fastest
+compress + local decompress (what the calibration fits). "ratio" is achieved/target density
 averaged over the calls (1.0 is perfect; "-" for compressors that do not target a density);
-"gain" is ||C(x)||^2/||x||^2; "vs topk" is exact top-k's time over this one's, same run.
+"gain" is ||C(x)||^2/||x||^2; "vs topk" is exact top-k's fastest compress time over this one's, same run.
 Sizes accept k (10^3), M (10^6), G (10^9). SIDCo is warmed up (--warmup calls) so its quality
 is measured after stage adaptation.
 """
@@ -58,14 +59,22 @@ def _fmt_row(r: Any) -> str:
     speed = "-" if r.speedup_vs_topk is None else f"{r.speedup_vs_topk:.2f}x"
     return (
         f"{r.compressor:<12} {r.input:<14} {r.numel:>11,} {r.density:>8g} "
-        f"{r.time_s * 1e3:>10.2f} {ratio:>7} {r.gain:>9.4f} {speed:>8}"
+        f"{r.time_s * 1e3:>9.2f} {r.min_time_s * 1e3:>9.2f} {r.total_min_s * 1e3:>9.2f} "
+        f"{ratio:>7} {r.gain:>9.4f} {speed:>8}"
     )
 
 
 def _cmd_bench_compressors(args: argparse.Namespace) -> int:
     import torch
 
-    from .bench import DISTRIBUTIONS, bench_compressors, fit_compute_model, load_captured, parse_count, write_calibration
+    from .bench import (
+        DISTRIBUTIONS,
+        bench_compressors,
+        fit_compute_model,
+        load_captured,
+        parse_count,
+        write_calibration,
+    )
 
     sizes = [parse_count(s) for s in _csv(args.sizes)]
     densities = _densities(args.density)
@@ -107,7 +116,7 @@ def _cmd_bench_compressors(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
         return 0
-    header = f"{'compressor':<12} {'input':<14} {'numel':>11} {'density':>8} {'ms/call':>10} {'ratio':>7} {'gain':>9} {'vs topk':>8}"
+    header = f"{'compressor':<12} {'input':<14} {'numel':>11} {'density':>8} {'ms med':>9} {'ms min':>9} {'+decomp':>9} {'ratio':>7} {'gain':>9} {'vs topk':>8}"
     sys.stdout.write(header + "\n")
     for r in rows:
         sys.stdout.write(_fmt_row(r) + "\n")
@@ -133,20 +142,52 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--sizes", default="1M", help="comma-separated vector sizes (default 1M)")
-    p.add_argument("--density", default="0.001,0.01", help="comma-separated target densities (default 0.001,0.01)")
-    p.add_argument("--compressors", default="", help="comma-separated names (default: all registered)")
-    p.add_argument("--dist", default=None, help="synthetic distributions: gaussian,laplace,student-t (default all; '' for none)")
-    p.add_argument("--input", default=None, metavar="NPZ", help="captured gradients: every float array of the .npz is one input")
+    p.add_argument(
+        "--density",
+        default="0.001,0.01",
+        help="comma-separated target densities (default 0.001,0.01)",
+    )
+    p.add_argument(
+        "--compressors", default="", help="comma-separated names (default: all registered)"
+    )
+    p.add_argument(
+        "--dist",
+        default=None,
+        help="synthetic distributions: gaussian,laplace,student-t (default all; '' for none)",
+    )
+    p.add_argument(
+        "--input",
+        default=None,
+        metavar="NPZ",
+        help="captured gradients: every float array of the .npz is one input",
+    )
     p.add_argument("--repeats", type=int, default=3, help="fresh vectors per input (default 3)")
-    p.add_argument("--calls", type=int, default=3, help="timed calls per vector and compressor (default 3)")
-    p.add_argument("--warmup", type=int, default=15, help="untimed calls for adaptive compressors (default 15)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic inputs and compressors")
+    p.add_argument(
+        "--calls", type=int, default=3, help="timed calls per vector and compressor (default 3)"
+    )
+    p.add_argument(
+        "--warmup", type=int, default=15, help="untimed calls for adaptive compressors (default 15)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the synthetic inputs and compressors"
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: one core)")
     p.add_argument("--device", default="cpu", help="torch device: cpu or cuda (default cpu)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--calibrate", action="store_true", help="fit fixed_s + per_element_s per compressor and write the calibration file")
-    p.add_argument("--calibration-out", default=None, metavar="PATH", help="calibration file to write (default: the packaged calibration.json)")
-    p.add_argument("--machine", default=None, help="machine description recorded with the calibration")
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="fit fixed_s + per_element_s per compressor and write the calibration file",
+    )
+    p.add_argument(
+        "--calibration-out",
+        default=None,
+        metavar="PATH",
+        help="calibration file to write (default: the packaged calibration.json)",
+    )
+    p.add_argument(
+        "--machine", default=None, help="machine description recorded with the calibration"
+    )
     p.set_defaults(func=_cmd_bench_compressors)
     bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])

@@ -19,8 +19,15 @@ import torch
 from sim.errors import InputError
 
 from .base import Key, register_compressor
+from .magnitude_stats import (
+    AbsMoments,
+    abs_moments,
+    block_maxima_buffer,
+    exceedance_moments,
+    indices_above_abs,
+)
 from .sidco_fits import exponential_threshold, gamma_threshold, gpareto_threshold
-from .sparse import ThresholdEstimator, indices_above
+from .sparse import SparseCompressor
 
 __all__ = ["SidcoCompressor", "SidcoExponential", "SidcoGPareto", "SidcoGamma", "stage_ratios"]
 
@@ -37,7 +44,7 @@ def stage_ratios(density: float, stages: int, first_ratio: float = 0.25) -> list
     return [first_ratio] + [rho] * (stages - 1)
 
 
-class SidcoCompressor(ThresholdEstimator):
+class SidcoCompressor(SparseCompressor):
     """Base of the three SIDCo variants; subclasses choose the first-stage and later-stage fits.
 
     Args:
@@ -66,7 +73,9 @@ class SidcoCompressor(ThresholdEstimator):
     ) -> None:
         super().__init__(seed=seed)
         if not (1 <= stages <= max_stages):
-            raise InputError(f"sidco stages must be in [1, max_stages={max_stages}], got {stages!r}")
+            raise InputError(
+                f"sidco stages must be in [1, max_stages={max_stages}], got {stages!r}"
+            )
         if window < 1:
             raise InputError(f"sidco window must be >= 1, got {window!r}")
         if not (0.0 < first_ratio < 1.0):
@@ -85,55 +94,44 @@ class SidcoCompressor(ThresholdEstimator):
         """The stage count currently used for ``key``."""
         return self._stages.get(key, self.initial_stages)
 
-    def _first_threshold(self, a: torch.Tensor, nnz: int, ratio: float) -> float:
-        # Zeros are excluded from every moment: they add nothing to the sums and are
-        # left out of the counts; for the log-moment they are mapped to 1 (log 1 = 0).
-        mean = float(torch.sum(a)) / nnz
+    def _first_threshold(self, m: AbsMoments, ratio: float) -> float:
+        # Zeros are excluded from every moment (see magnitude_stats.abs_moments).
+        mean = m.total / m.nnz
         if self.first_fit == "exp":
             return exponential_threshold(mean, ratio)
         if self.first_fit == "gp":
-            var = float(torch.dot(a, a)) / nnz - mean * mean
-            return gpareto_threshold(mean, var, ratio)
-        tmp = self.workspace.get("tmp", a.numel(), a)
-        torch.clamp(a, min=torch.finfo(a.dtype).tiny, out=tmp).log_()
-        zeros = a.numel() - nnz
-        sum_log = float(torch.sum(tmp)) - zeros * math.log(torch.finfo(a.dtype).tiny)
-        return gamma_threshold(mean, sum_log / nnz, ratio)
+            return gpareto_threshold(mean, max(m.total_sq / m.nnz - mean * mean, 0.0), ratio)
+        return gamma_threshold(mean, m.total_log / m.nnz, ratio)
 
     def _later_threshold(self, mean: float, var: float, ratio: float, t: float) -> float:
         if self.later_fit == "exp":
             return exponential_threshold(mean, ratio, t)
         return gpareto_threshold(mean, var, ratio, t)
 
-    def _second_stage(self, a: torch.Tensor, eta: float, ratio: float) -> float:
-        """Threshold of stage 2 from the exceedances over ``eta``, without compacting them.
-
-        About a quarter of the entries survive stage 1; gathering them is the most expensive
-        step on a CPU, so the moments of the exceedances come from full-length reductions of
-        ``relu(a - eta)`` in a reused buffer (sum, sum of squares, and the count as the sum
-        of its signs).
-        """
-        exc = torch.sub(a, eta, out=self.workspace.get("tmp", a.numel(), a)).relu_()
-        total = float(torch.sum(exc))
-        sq = float(torch.dot(exc, exc)) if self.later_fit == "gp" else 0.0
-        count = float(torch.sum(torch.sign(exc, out=exc)))
-        if count < 2:
-            return eta
-        mean = total / count
-        return self._later_threshold(mean, max(sq / count - mean * mean, 0.0), ratio, eta)
-
-    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
+    def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
         """Run the stages, then record the achieved/target ratio for adaptation.
 
-        Later stages fit the exceedances over the previous threshold (the location of the
-        peaks-over-threshold model; the minimum survivor converges to it as sizes grow).
+        Stage 1 and stage 2 need only moments, computed chunk by chunk without gathering
+        the quarter of the entries that survive stage 1 (the costliest step on a CPU); stage 2
+        also records block maxima so the selection at its threshold reads only the blocks that
+        can contain survivors. Later stages work on the gathered survivors. Every later stage
+        fits the exceedances over the previous threshold (the location of the
+        peaks-over-threshold model; the smallest survivor converges to it as sizes grow).
         """
-        ratios = stage_ratios(k / nnz, self.stages(key), self.first_ratio)
-        eta = self._first_threshold(a, nnz, ratios[0])
+        m = abs_moments(flat, squares=self.first_fit == "gp", logs=self.first_fit == "gamma")
+        if m.nnz <= k:
+            return torch.nonzero(flat).squeeze(1)
+        ratios = stage_ratios(k / m.nnz, self.stages(key), self.first_ratio)
+        eta = self._first_threshold(m, ratios[0])
+        maxima = None
         if len(ratios) > 1:
-            eta = self._second_stage(a, eta, ratios[1])
-        idx = indices_above(a, eta)
-        vals = a.index_select(0, idx)
+            maxima = block_maxima_buffer(flat)
+            count, total, total_sq = exceedance_moments(flat, eta, squares=self.later_fit == "gp", maxima=maxima)
+            if count >= 2:
+                mean = total / count
+                eta = self._later_threshold(mean, max(total_sq / count - mean * mean, 0.0), ratios[1], eta)
+        idx = indices_above_abs(flat, eta, maxima)
+        vals = flat.index_select(0, idx).abs()
         for ratio in ratios[2:]:
             if vals.numel() < 2:
                 break

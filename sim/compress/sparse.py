@@ -51,7 +51,9 @@ class Workspace:
     def __init__(self) -> None:
         self._buffers: dict[tuple[str, torch.device, torch.dtype], torch.Tensor] = {}
 
-    def get(self, name: str, numel: int, like: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    def get(
+        self, name: str, numel: int, like: torch.Tensor, dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
         """A flat buffer of ``numel`` elements on ``like``'s device (contents undefined)."""
         dt = dtype or like.dtype
         key = (name, like.device, dt)
@@ -76,20 +78,27 @@ class SparseCompressor(Compressor):
         self.workspace = Workspace()
 
     @abc.abstractmethod
-    def select(self, flat: torch.Tensor, a: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
-        """Indices (int64) to send, given the flat tensor, its magnitudes ``a`` and target ``k``."""
+    def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
+        """Indices (int64) to send, given the flat tensor and the target count ``k``."""
 
-    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
+    def magnitudes(self, flat: torch.Tensor) -> torch.Tensor:
+        """``|flat|`` in a reused workspace buffer (valid until the next call)."""
+        return torch.abs(flat, out=self.workspace.get("abs", flat.numel(), flat))
+
+    def compress(
+        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
+    ) -> Compressed:
         """Select indices and pack ``[values, int32 indices]``."""
         flat = x.reshape(-1)
         if flat.numel() >= 2**31:
-            raise ValueError("sparse payloads use int32 indices: tensors must have < 2**31 elements")
+            raise ValueError(
+                "sparse payloads use int32 indices: tensors must have < 2**31 elements"
+            )
         k = k_for(flat.numel(), density)
         if k == 0:
             idx = torch.zeros(0, dtype=torch.long, device=x.device)
         else:
-            a = torch.abs(flat, out=self.workspace.get("abs", flat.numel(), flat))
-            idx = self.select(flat, a, k, key=key, step=step)
+            idx = self.select(flat, k, key=key, step=step)
         values = flat.index_select(0, idx)
         return self._wrap(x, [values, idx.to(torch.int32)], {}, int(idx.numel()))
 
@@ -107,13 +116,15 @@ class ThresholdEstimator(SparseCompressor):
     more than ``k`` nonzeros, all of them are sent.
     """
 
-    def select(self, flat: torch.Tensor, a: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
+    def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
         """Handle the all-nonzeros case, then defer to :meth:`select_nonzero`."""
-        nnz = int(torch.count_nonzero(a))
+        nnz = int(torch.count_nonzero(flat))
         if nnz <= k:
-            return torch.nonzero(a).squeeze(1)
-        return self.select_nonzero(a, k, nnz, key=key, step=step)
+            return torch.nonzero(flat).squeeze(1)
+        return self.select_nonzero(self.magnitudes(flat), k, nnz, key=key, step=step)
 
     @abc.abstractmethod
-    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
+    def select_nonzero(
+        self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int
+    ) -> torch.Tensor:
         """Indices for about ``k`` of the ``nnz`` (> k) nonzero magnitudes in ``a``."""

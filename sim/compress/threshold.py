@@ -7,7 +7,8 @@ import torch
 from sim.errors import InputError
 
 from .base import Key, register_compressor
-from .sparse import SparseCompressor, indices_above
+from .magnitude_stats import indices_above_abs
+from .sparse import SparseCompressor
 
 __all__ = ["ThresholdCompressor"]
 
@@ -29,6 +30,6 @@ class ThresholdCompressor(SparseCompressor):
             raise InputError(f"threshold must be > 0, got {threshold!r}")
         self.threshold = float(threshold)
 
-    def select(self, flat: torch.Tensor, a: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
+    def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
         """Every index above the threshold."""
-        return indices_above(a, self.threshold)
+        return indices_above_abs(flat, self.threshold)

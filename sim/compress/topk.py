@@ -16,6 +16,6 @@ class TopkCompressor(SparseCompressor):
 
     density_band = (1.0, 1.0)
 
-    def select(self, flat: torch.Tensor, a: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
+    def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
         """``torch.topk(|x|, k)`` indices (unsorted: order does not matter on the wire)."""
-        return torch.topk(a, k, sorted=False).indices
+        return torch.topk(self.magnitudes(flat), k, sorted=False).indices

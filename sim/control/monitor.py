@@ -115,6 +115,8 @@ def _clip_to_nonnegative(
     # Noise pushed alpha below zero: the constrained optimum lies on alpha = 0, a 1-D
     # least-squares problem in beta.
     bb = sum(v * v for v in b)
+    if not bb > 0.0:
+        return None  # byte terms so small their squares underflow: nothing to fit
     beta = sum(v * y for v, y in zip(b, t, strict=True)) / bb
     return (0.0, beta) if beta > 0.0 else None
 

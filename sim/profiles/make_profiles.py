@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+__all__ = ["build", "main"]
+
 OUT_DIR = Path(__file__).parent
 THROUGHPUT_FLOPS = 15.7e12 * 0.4
 HBM_Bps = 900e9

@@ -214,8 +214,8 @@ def _run_local_pool(
     todo: list[tuple[str, PlannedRun]], runs_dir: Path, run_fn: RunFn, jobs: int
 ) -> Iterator[_Outcome]:
     # fork keeps worker start-up cheap and lets run functions defined in the caller's modules
-    # (tests, notebooks) be found by the children; all workers start at the first submit, before
-    # the progress bar's thread exists.
+    # (tests, notebooks) be found by the children. Everything is submitted here, eagerly, so
+    # the workers are forked before the progress bar (and its monitor thread) exists.
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
@@ -223,12 +223,21 @@ def _run_local_pool(
         pending: set[Future[_Outcome]] = {
             pool.submit(_execute, run_fn, run.config, rid, str(runs_dir / rid)) for rid, run in todo
         }
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield fut.result()
-    finally:
+    except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
+        raise
+
+    def drain() -> Iterator[_Outcome]:
+        nonlocal pending
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield fut.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    return drain()
 
 
 def _run_dask(
@@ -305,6 +314,8 @@ def run_sweep(
                 bar.update(1)
                 bar.set_postfix(failed=len(result.failures), refresh=False)
     finally:
+        if hasattr(outcomes, "close"):
+            outcomes.close()  # stops the pool / Dask client at once on an interrupt
         if bar is not None:
             bar.close()
         _record_failures(out, result.failures)

@@ -183,3 +183,16 @@ def test_report_opens_in_headless_browser(tmp_path: Path) -> None:
     res = check_in_browser(page, screenshot=shot)
     assert res.images == 3 and res.decoded == 3 and res.errors == 0
     assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_report_cli_exports_figures(tmp_path: Path) -> None:
+    out = _sweep(tmp_path)
+    figs = tmp_path / "figs"
+    assert main(["report", str(out), "--no-html", "--figures", str(figs)]) == 0
+    names = sorted(p.name for p in figs.iterdir())
+    assert names == [
+        "fake-density-and-link-delay-over-time.png",
+        "fake-iteration-time-breakdown.png",
+        "fake-speed-up-per-policy.png",
+    ]
+    assert not (out / "report.html").exists()

@@ -78,3 +78,29 @@ def test_cli_capture_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert not (tmp_path / "y.npz").exists()
     assert main(["convergence-predict", "--params", str(tmp_path / "none.json"),
                  "--schedule", "0.1", "--steps", "5"]) == 2
+
+
+def test_cli_predict_bundled(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["convergence-predict", "--workload", "digits-mlp", "--schedule", "0.001",
+               "--steps", "600", "--target", "loss=1.0", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    t = out["targets"][0]
+    assert t["predicted_iterations"] > t["dense_iterations"] > 0
+    assert main(["convergence-predict", "--workload", "digits-mlp", "--schedule", "0.001",
+                 "--steps", "600", "--target", "loss=0.0001"]) == 2
+    assert "never reaches" in capsys.readouterr().err
+    assert main(["convergence-predict", "--workload", "digits-mlp", "--schedule", "5:0.1",
+                 "--steps", "10"]) == 2
+
+
+def test_bundled_traces_valid() -> None:
+    from traces.gradtrace import bundled_gradtrace, bundled_gradtrace_names
+
+    names = bundled_gradtrace_names()
+    assert {"digits-mlp", "char-lstm"} <= set(names)
+    for name in names:
+        tr = bundled_gradtrace(name)
+        assert tr.workload == name
+        gain = tr.model_gain("topk")
+        assert np.all(np.diff(gain, axis=1) <= 1e-12 + 0.05)  # roughly falls with density

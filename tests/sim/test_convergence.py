@@ -55,8 +55,8 @@ def synthetic_trace(steps: int = 300, every: int = 10, workload: str = "syntheti
     )
 
 
-def model(lam: float = 0.8, mu: float = 1.0, kappa: float = 0.001) -> ConvergenceModel:
-    return ConvergenceModel(synthetic_trace(), ConvergenceParams("synthetic", "topk", lam, mu, kappa))
+def model(lam: float = 0.8, mu: float = 1.0, alpha: float = 0.01, phase: float = 0.0) -> ConvergenceModel:
+    return ConvergenceModel(synthetic_trace(), ConvergenceParams("synthetic", "topk", lam, mu, alpha, phase))
 
 
 def test_dense_reproduces_dense_curve_exactly() -> None:
@@ -80,8 +80,8 @@ def test_gain_interpolation_log_log() -> None:
 
 
 def test_compression_slows_and_lag_matches_closed_form() -> None:
-    # kappa = 0, mu large: the lag jumps to lam * s at once, so progress = t - lam * s.
-    m = model(lam=0.5, mu=1e6, kappa=0.0)
+    # alpha = 0, mu large: the lag jumps to lam * s at once, so progress = t - lam * s.
+    m = model(lam=0.5, mu=1e6, alpha=0.0)
     g = np.sqrt(0.001)
     pred = m.predict([0.001] * 200)
     s = 1 / g - 1
@@ -94,10 +94,12 @@ def test_compression_slows_and_lag_matches_closed_form() -> None:
 @given(
     st.lists(st.sampled_from([1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001]), min_size=5, max_size=60),
     st.integers(min_value=0, max_value=59),
-    st.floats(0.0, 3.0), st.floats(0.05, 20.0), st.floats(0.0, 0.5),
+    st.floats(0.0, 3.0), st.floats(0.05, 20.0), st.floats(0.0, 1.0), st.sampled_from([0.0, 5.0, 100.0]),
 )
-def test_more_gain_never_slower(sched: list[float], which: int, lam: float, mu: float, kappa: float) -> None:
-    m = model(lam, mu, kappa)
+def test_more_gain_never_slower(
+    sched: list[float], which: int, lam: float, mu: float, alpha: float, phase: float
+) -> None:
+    m = model(lam, mu, alpha, phase)
     better = list(sched)
     i = which % len(sched)
     better[i] = min(1.0, better[i] * 3.0)  # raise one density: more gain at that step
@@ -108,18 +110,18 @@ def test_more_gain_never_slower(sched: list[float], which: int, lam: float, mu: 
 
 
 def test_calibration_recovers_known_parameters() -> None:
-    truth = model(lam=0.6, mu=2.0, kappa=0.002)
+    truth = model(lam=0.6, mu=1.0, alpha=0.2, phase=150.0)
     runs = []
     for d in (1.0, 0.1, 0.01, 0.001):
         pred = truth.predict([d] * 300)
         ev = np.arange(0, 301, 10)
         runs.append(RealCurve((d,) * 300, tuple(ev), tuple(pred.loss[ev]), tuple(pred.accuracy[ev])))
-    targets = [("loss", 1.0), ("loss", 0.5), ("loss", 0.2)]
+    targets = [("loss", v) for v in (1.5, 1.0, 0.7, 0.5, 0.3, 0.2)]
     fit = calibrate(truth.trace, runs, targets)
     fitted = ConvergenceModel(truth.trace, fit)
     for d in (0.003, 0.0003):
-        a = truth.iterations_to_target([d] * 300, 0.5)
-        b = fitted.iterations_to_target([d] * 300, 0.5)
+        a = truth.iterations_to_target([d] * 300, 1.0)
+        b = fitted.iterations_to_target([d] * 300, 1.0)
         assert a is not None and b is not None
         assert abs(b - a) / a < 0.05
     assert fit.fit_rms_log_error < 0.03
@@ -151,7 +153,7 @@ def test_mismatched_params_and_trace() -> None:
 
 
 def test_params_roundtrip_and_bad_file(tmp_path: Path) -> None:
-    p = ConvergenceParams("synthetic", "topk", 0.5, 2.0, 0.01, (1.0, 0.1), ("loss<=0.5",), 0.02)
+    p = ConvergenceParams("synthetic", "topk", 0.5, 2.0, 0.01, 30.0, (1.0, 0.1), ("loss<=0.5",), 0.02)
     path = p.save(tmp_path / "p.json")
     assert ConvergenceParams.load(path) == p
     (tmp_path / "bad.json").write_text(json.dumps({"workload": "x"}))
@@ -191,15 +193,33 @@ def test_gradtrace_roundtrip_and_validation(tmp_path: Path) -> None:
 
 
 def test_progress_per_step_matches_predict() -> None:
-    m = model(lam=0.7, mu=1.5, kappa=0.0)
+    m = model(lam=0.7, mu=1.5, alpha=0.0)
     sched = [0.01] * 40 + [0.001] * 40 + [1.0] * 40
     pred = m.predict(sched)
     p = lag = 0.0
-    for d in sched:
-        inc, lag = progress_per_step(m, "topk", d, progress=p, lag=lag)
+    for t, d in enumerate(sched, start=1):
+        inc, lag = progress_per_step(m, "topk", d, step=t, progress=p, lag=lag)
         p += inc
-    # With kappa = 0 and no clamping the increments sum to the predicted progress.
+    # With alpha = 0 and no clamping the increments sum to the predicted progress.
     assert p == pytest.approx(pred.progress[-1])
+
+
+def test_scalar_and_grid_paths_agree() -> None:
+    m = model(lam=0.7, mu=1.3, alpha=0.1, phase=80.0)
+    sched = [0.1] * 30 + [0.001] * 60 + [0.01] * 30
+    one, _ = m.progress(sched)
+    grid, _ = m.progress(sched, lam=np.array([0.7, 0.2]))
+    assert np.allclose(grid[:, 0], one)
+    assert np.all(grid[:, 1] >= grid[:, 0])
+
+
+def test_real_trace_dense_identity_and_monotone_in_density() -> None:
+    m = ConvergenceModel.bundled("digits-mlp")
+    n = int(m.trace.eval_steps[-1])
+    pred = m.predict([1.0] * n)
+    assert np.array_equal(pred.loss[m.trace.eval_steps], m.trace.eval_loss)
+    finals = [m.predict([d] * n).progress[-1] for d in (0.1, 0.01, 0.001, 0.0001)]
+    assert finals == sorted(finals, reverse=True) and finals[-1] < n
 
 
 def test_annotate_records_columns() -> None:

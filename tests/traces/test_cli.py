@@ -170,3 +170,9 @@ def test_bad_input_exits_2_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.startswith("compctl: error: ") and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gen_name_may_hold_any_character(tmp_path: Path) -> None:
+    out = tmp_path / "n.csv"
+    assert main(["trace", "gen", "seed003:step_s=1", "--name", "a,b=c", "--out", str(out)]) == 0
+    assert read_trace(out).name == "a,b=c"

@@ -54,7 +54,7 @@ def test_shipped_calibration_covers_every_compressor_on_cpu() -> None:
 
 def test_fit_compute_model_recovers_a_line_and_writes_json(tmp_path: Path) -> None:
     rows = [
-        BenchRow("a", "gaussian", n, 0.01, 2e-4 + 3e-9 * n, 1.0, 0.01, 0.5, 3) for n in (10**5, 10**6, 10**7)
+        BenchRow("a", "gaussian", n, 0.01, 1.0, 1.0, 1.0, 2e-4 + 3e-9 * n, 1.0, 0.01, 0.5, 3) for n in (10**5, 10**6, 10**7)
     ]
     model = fit_compute_model(rows)
     assert model["a"]["fixed_s"] == pytest.approx(2e-4, rel=1e-6)

@@ -1,0 +1,298 @@
+"""Sim-vs-real validation: simulate the configuration of a real run and compare per iteration.
+
+A real run's ``meta.json`` holds its :class:`~realrun.config.RealConfig`; :func:`sim_config_for`
+turns it into the :class:`~sim.runner.SimConfig` of the same run (same workload profile name,
+workers, trace, policy and parameters, iterations, seed, bucket size). :func:`compare` aligns the
+two runs by iteration and reports the mean absolute percentage error (MAPE) of the iteration
+time and of the communication time, and their Pearson correlations.
+
+Calibration (:class:`Calibration`, fitted by :func:`fit_calibration` on one real run, applied to
+others) has two constants:
+
+* ``compute_scale``: the real compute time per iteration over the profile's
+  ``forward_s + backward_s + optimizer_s`` (the machine and process count differ from the
+  profile's reference);
+* ``extra_latency_s``: the per-latency-term overhead of the real transport (Python, the process
+  group's thread hand-off, sleep granularity), added to every latency of the trace.
+
+The first ``skip`` iterations (warm-up and DDP's first-iteration set-up) are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sim.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "Calibration",
+    "ValidationResult",
+    "sim_config_for",
+    "simulate_like",
+    "compare",
+    "fit_calibration",
+    "validate",
+    "plot_validation",
+    "mape",
+]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Constants that map the simulator onto one machine's real runs."""
+
+    compute_scale: float = 1.0
+    extra_latency_s: float = 0.0
+    fitted_on: str = ""
+
+    def to_json(self) -> str:
+        """JSON text (what ``--save-calibration`` writes)."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Calibration:
+        """Read a calibration file; :class:`InputError` if missing or malformed."""
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"{p}: no such calibration file")
+        try:
+            d = json.loads(p.read_text())
+            cal = cls(float(d["compute_scale"]), float(d["extra_latency_s"]),
+                      str(d.get("fitted_on", "")))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise InputError(
+                f"{p}: not a calibration file (needs compute_scale, extra_latency_s)"
+            ) from None
+        if not (cal.compute_scale >= 0 and math.isfinite(cal.extra_latency_s)):
+            raise InputError(f"{p}: calibration values out of range")
+        return cal
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """Per-iteration agreement of a simulated and a real run."""
+
+    n: int
+    mape_iter: float
+    mape_comm: float
+    corr_iter: float
+    corr_comm: float
+    real_mean_iter_s: float
+    sim_mean_iter_s: float
+    real_mean_comm_s: float
+    sim_mean_comm_s: float
+
+    def as_dict(self) -> dict[str, float]:
+        """JSON-ready numbers."""
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+def mape(real: np.ndarray, pred: np.ndarray) -> float:
+    """Mean absolute percentage error of ``pred`` against ``real`` (as a fraction)."""
+    real = np.asarray(real, dtype=float)
+    pred = np.asarray(pred, dtype=float)
+    ok = np.isfinite(real) & np.isfinite(pred) & (real > 0)
+    if not np.any(ok):
+        return math.nan
+    return float(np.mean(np.abs(pred[ok] - real[ok]) / real[ok]))
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> float:
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3 or np.std(a[ok]) == 0 or np.std(b[ok]) == 0:
+        return math.nan
+    return float(np.corrcoef(a[ok], b[ok])[0, 1])
+
+
+def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
+                   *, trace_override: str | None = None) -> Any:
+    """The :class:`~sim.runner.SimConfig` that simulates the real run described by ``meta``."""
+    from sim.runner import SimConfig
+
+    cfg = meta.get("config")
+    if meta.get("source") != "real" or not isinstance(cfg, dict):
+        raise InputError("not a real run: meta.json has no real-run config (source != real)")
+    if not cfg.get("use_hook", True):
+        policy, params = "dense", {}
+    else:
+        policy, params = cfg["policy"], dict(cfg.get("policy_params", {}))
+    trace = trace_override or cfg.get("trace")
+    if trace is None:
+        raise InputError("the real run had no trace (emulation none): give --sim to compare")
+    cal = calibration or Calibration()
+    return SimConfig(
+        workload=cfg["workload"],
+        workers=int(cfg["nproc"]),
+        trace=trace,
+        policy=policy,
+        policy_params=tuple(sorted(params.items())),
+        iterations=int(cfg["steps"]),
+        seed=int(cfg["seed"]),
+        bucket_bytes=float(cfg.get("bucket_cap_mb", 25.0)) * 2**20,
+        compute_scale=cal.compute_scale,
+    )
+
+
+def _shifted_trace_file(spec: str, extra_latency_s: float, tmp: Path) -> str:
+    """Write ``spec``'s trace with ``extra_latency_s`` added to every latency; returns the path."""
+    from traces.bundled import resolve_trace
+    from traces.csvio import write_trace_csv
+    from traces.model import PiecewiseTrace, TraceSet
+
+    ts = resolve_trace(spec)
+    links = {
+        lab: PiecewiseTrace(tr.time_s, np.maximum(tr.latency_s + extra_latency_s, 0.0),
+                            tr.bandwidth_Bps, tr.loss, period_s=tr.period_s, name=tr.name)
+        for lab, tr in ts.links.items()
+    }
+    path = tmp / "calibrated_trace.csv"
+    write_trace_csv(TraceSet(links, name=f"{ts.name}+cal"), path)
+    return str(path)
+
+
+def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None
+                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Simulate the real run ``meta`` describes, with ``calibration`` applied."""
+    from sim.runner import run_simulation
+
+    cal = calibration or Calibration()
+    spec = (meta.get("config") or {}).get("trace")
+    with tempfile.TemporaryDirectory(prefix="compctl-validate-") as tmp:
+        override = None
+        if cal.extra_latency_s and spec is not None:
+            override = _shifted_trace_file(spec, cal.extra_latency_s, Path(tmp))
+        cfg = sim_config_for(meta, cal, trace_override=override)
+        records, sim_meta = run_simulation(cfg)
+    return records, sim_meta
+
+
+def _aligned(real: pd.DataFrame, sim: pd.DataFrame, skip: int) -> pd.DataFrame:
+    r = real[["iteration", "iter_s", "comm_s"]].rename(columns={"iter_s": "real_iter_s",
+                                                                "comm_s": "real_comm_s"})
+    s = sim[["iteration", "iter_s", "comm_s"]].rename(columns={"iter_s": "sim_iter_s",
+                                                               "comm_s": "sim_comm_s"})
+    both = r.merge(s, on="iteration", how="inner")
+    both = both[both["iteration"] >= skip].reset_index(drop=True)
+    if both.empty:
+        raise InputError(f"no common iterations after skipping the first {skip}")
+    return both
+
+
+def compare(real: pd.DataFrame, sim: pd.DataFrame, *, skip: int = 3) -> ValidationResult:
+    """Per-iteration errors of ``sim`` against ``real`` from iteration ``skip`` on."""
+    both = _aligned(real, sim, skip)
+    ri, si = both["real_iter_s"].to_numpy(float), both["sim_iter_s"].to_numpy(float)
+    rc, sc = both["real_comm_s"].to_numpy(float), both["sim_comm_s"].to_numpy(float)
+    return ValidationResult(
+        n=len(both),
+        mape_iter=mape(ri, si),
+        mape_comm=mape(rc, sc),
+        corr_iter=_corr(ri, si),
+        corr_comm=_corr(rc, sc),
+        real_mean_iter_s=float(np.nanmean(ri)),
+        sim_mean_iter_s=float(np.nanmean(si)),
+        real_mean_comm_s=float(np.nanmean(rc)),
+        sim_mean_comm_s=float(np.nanmean(sc)),
+    )
+
+
+def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
+                    name: str = "") -> Calibration:
+    """Fit :class:`Calibration` on one real run (ideally dense, constant trace).
+
+    ``compute_scale`` = median real compute time / the profile's compute time.
+    ``extra_latency_s`` = median (real - simulated) communication time per iteration, divided by
+    the latency terms per iteration of the run's collectives (from the simulation itself).
+    """
+    from sim.costmodel import collective_terms
+    from sim.workloads import load_profile
+
+    cfg = meta.get("config") or {}
+    prof = load_profile(cfg.get("workload", ""))
+    base = prof.forward_s + prof.backward_s + prof.optimizer_s
+    steady = real[real["iteration"] >= skip]
+    comp = float(np.nanmedian(steady["compute_s"].to_numpy(float)))
+    if not (base > 0 and math.isfinite(comp) and comp > 0):
+        raise InputError("cannot calibrate compute: the run has no measured compute time")
+    scale = comp / base
+    sim, _ = simulate_like(meta, Calibration(scale, 0.0))
+    both = _aligned(real, sim, skip)
+    s_idx = sim.set_index("iteration").loc[both["iteration"]]
+    n = int(cfg.get("nproc", 2))
+    n_alpha = np.array([
+        collective_terms(c, n, 1.0, 1.0).n_alpha for c in s_idx["collective"].astype(str)
+    ])
+    # Latency terms per iteration ~ buckets x terms per collective; buckets from the profile.
+    n_buckets = len(prof.buckets(float(cfg.get("bucket_cap_mb", 25.0)) * 2**20))
+    per_alpha = (both["real_comm_s"].to_numpy(float) - both["sim_comm_s"].to_numpy(float)) / (
+        np.maximum(n_alpha * n_buckets, 1e-12)
+    )
+    extra = float(np.nanmedian(per_alpha))
+    return Calibration(scale, extra, name)
+
+
+def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLike[str],
+                    *, skip: int = 3, title: str = "") -> Path:
+    """Two panels (iteration time, communication time) of real and simulated series."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    both = _aligned(real, sim, skip)
+    fig, axes = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
+    for ax, col, label in ((axes[0], "iter_s", "iteration time"),
+                           (axes[1], "comm_s", "communication time")):
+        ax.plot(both["iteration"], both[f"real_{col}"] * 1e3, label="real", lw=1.2)
+        ax.plot(both["iteration"], both[f"sim_{col}"] * 1e3, label="simulated", lw=1.2,
+                ls="--")
+        ax.set_ylabel(f"{label} (ms)")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    axes[1].set_xlabel("iteration")
+    if title:
+        axes[0].set_title(title)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, out)
+    return out
+
+
+def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] | None = None,
+             *, calibration: Calibration | None = None, skip: int = 3,
+             plot: str | os.PathLike[str] | None = None) -> tuple[ValidationResult, pd.DataFrame]:
+    """Compare a real run with a simulation of it (or with the simulated run ``sim_dir``).
+
+    Returns the result and the simulated records used.
+    """
+    from sim.rundir import read_run
+
+    real, meta = read_run(real_dir)
+    if (meta.get("source") or "") != "real":
+        raise InputError(f"{real_dir}: not a real run (meta source is {meta.get('source')!r})")
+    if sim_dir is not None:
+        sim, _ = read_run(sim_dir)
+    else:
+        sim, _ = simulate_like(meta, calibration)
+    res = compare(real, sim, skip=skip)
+    if plot is not None:
+        cfg = meta.get("config", {})
+        plot_validation(real, sim, plot, skip=skip,
+                        title=f"{cfg.get('workload')} {cfg.get('policy')} on {cfg.get('trace')}: "
+                              f"MAPE iter {res.mape_iter:.1%}")
+    return res, sim

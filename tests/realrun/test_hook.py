@@ -1,0 +1,238 @@
+"""The comm hook on 2 gloo ranks: dense equals DDP's allreduce bit for bit, sparse exchanges
+give the exact average computed by hand, every rank takes the same decisions, and the state
+survives a checkpoint round trip.
+
+Starting processes is the slow part, so one spawn runs every scenario (module fixture) and the
+tests assert on its results.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+from _spawn import run_ranks
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from realrun.emulation import HookEmulator
+from realrun.hook import CompressionHookState, compression_hook
+from realrun.traceplayer import TracePlayer
+from sim.control import make_policy
+from sim.errors import InputError
+from traces.model import PiecewiseTrace
+
+NUMEL = 40
+DENSITY = 0.1  # k = 4 of 40
+
+
+# ------------------------------------------------------------------ scenario: dense == DDP
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(12, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def _dense(rank: int, world: int) -> dict[str, Any]:
+    plain = DDP(_mlp(), bucket_cap_mb=0.0004)  # tiny buckets: several per step
+    hooked = DDP(_mlp(), bucket_cap_mb=0.0004)
+    state = CompressionHookState(controller=make_policy("dense"), world_size=world, rank=rank)
+    hooked.register_comm_hook(state, compression_hook)
+    opt_a = torch.optim.SGD(plain.parameters(), lr=0.1)
+    opt_b = torch.optim.SGD(hooked.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(100 + rank)
+    same = []
+    for _ in range(4):
+        x = torch.randn(8, 12, generator=gen)
+        y = torch.randint(0, 3, (8,), generator=gen)
+        for m, opt in ((plain, opt_a), (hooked, opt_b)):
+            opt.zero_grad()
+            nn.functional.cross_entropy(m(x), y).backward()
+            opt.step()
+        state.end_iteration(iter_s=0.0)
+        same.append(all(torch.equal(a.grad, b.grad)
+                        for a, b in zip(plain.parameters(), hooked.parameters(), strict=True)))
+    return {"same": same, "params": [p.detach().clone() for p in hooked.parameters()],
+            "n_buckets": len(state.history)}
+
+
+# ------------------------------------------------------------------ scenario: sparse by hand
+def _linear() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Linear(NUMEL, 1, bias=False)  # one parameter -> one bucket of 40 elements
+
+
+def _sparse(rank: int, world: int, collective: str) -> dict[str, torch.Tensor]:
+    ddp = DDP(_linear())
+    local = _linear()
+    state = CompressionHookState(
+        controller=make_policy("fixed", density=DENSITY, collective=collective),
+        world_size=world, rank=rank, warmup_steps=1,
+    )
+    ddp.register_comm_hook(state, compression_hook)
+    gen = torch.Generator().manual_seed(7 + rank)
+    out: dict[str, torch.Tensor] = {}
+    for step in range(2):
+        x = torch.randn(5, NUMEL, generator=gen)
+        local.load_state_dict(ddp.module.state_dict())
+        local.zero_grad()
+        local(x).pow(2).sum().backward()
+        ddp.zero_grad()
+        ddp(x).pow(2).sum().backward()
+        state.end_iteration(iter_s=0.0)
+        mine = local.weight.grad.reshape(-1).clone()
+        grads = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(grads, mine)
+        out[f"grads{step}"] = torch.stack(grads)
+        out[f"result{step}"] = ddp.module.weight.grad.reshape(-1).clone()
+        with torch.no_grad():
+            ddp.module.weight -= 0.01 * ddp.module.weight.grad
+    out["residual"] = state.memory.residual(0).clone()
+    return out
+
+
+# ------------------------------------------------------------------ scenario: decisions, checkpoint
+def _small() -> nn.Module:
+    torch.manual_seed(1)
+    return nn.Sequential(nn.Linear(30, 20), nn.ReLU(), nn.Linear(20, 4))
+
+
+def _make(rank: int, world: int, policy: str, **params: object) -> tuple[DDP, CompressionHookState]:
+    model = _small()
+    names = {id(p): n for n, p in model.named_parameters()}
+    ddp = DDP(model, bucket_cap_mb=0.002)
+    # A slow emulated link (2 ms latency, 1 MB/s) so comm dominates and the controller acts.
+    player = TracePlayer(PiecewiseTrace.constant(0.002, 1e6))
+    player.start()
+    state = CompressionHookState(
+        controller=make_policy(policy, seed=3, **params), world_size=world, rank=rank,
+        emulator=HookEmulator("hook", player), seed=3, param_names=names,
+    )
+    ddp.register_comm_hook(state, compression_hook)
+    return ddp, state
+
+
+def _train(ddp: DDP, state: CompressionHookState, opt: torch.optim.Optimizer,
+           gen: torch.Generator, steps: int) -> None:
+    for _ in range(steps):
+        x = torch.randn(16, 30, generator=gen)
+        y = torch.randint(0, 4, (16,), generator=gen)
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+        state.end_iteration(iter_s=0.001)
+
+
+def _decisions(rank: int, world: int) -> list[float]:
+    ddp, state = _make(rank, world, "dc2-aimd", min_density=0.01, target_s=0.001,
+                       collective="allgather")
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    _train(ddp, state, opt, torch.Generator().manual_seed(rank), 10)
+    return [h.decision.density for h in state.history]
+
+
+def _checkpoint(rank: int, world: int) -> dict[str, Any]:
+    params = {"density": 0.05, "collective": "allgather"}
+    gen = torch.Generator().manual_seed(10 + rank)
+    a, sa = _make(rank, world, "fixed", **params)
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
+    _train(a, sa, opt_a, gen, 6)
+    buf = io.BytesIO()
+    torch.save({"model": a.module.state_dict(), "hook": sa.state_dict()}, buf)
+    # Continue the original, and a fresh copy restored from the checkpoint, on the same data.
+    # The fresh DDP's first iteration uses its pre-rebuild bucket order: the state must cope.
+    gen_state = gen.get_state()
+    _train(a, sa, opt_a, gen, 4)
+    buf.seek(0)
+    ck = torch.load(buf, weights_only=False)
+    b, sb = _make(rank, world, "fixed", **params)
+    b.module.load_state_dict(ck["model"])
+    sb.load_state_dict(ck["hook"])
+    opt_b = torch.optim.SGD(b.parameters(), lr=0.1)
+    gen.set_state(gen_state)
+    _train(b, sb, opt_b, gen, 4)
+    keys = sorted(sa.memory.state_dict()["residuals"])
+    return {
+        "same_params": all(torch.equal(p, q)
+                           for p, q in zip(a.parameters(), b.parameters(), strict=True)),
+        "same_residuals": all(torch.equal(sa.memory.residual(k), sb.memory.residual(k))
+                              for k in keys),
+        "n_residuals": len(keys),
+        "steps": (sa.step, sb.step),
+    }
+
+
+def _all(rank: int, world: int) -> dict[str, Any]:
+    return {
+        "dense": _dense(rank, world),
+        "allgather": _sparse(rank, world, "allgather"),
+        "artopk-ring": _sparse(rank, world, "artopk-ring"),
+        "decisions": _decisions(rank, world),
+        "checkpoint": _checkpoint(rank, world),
+    }
+
+
+@pytest.fixture(scope="module")
+def ranks() -> list[dict[str, Any]]:
+    return run_ranks(_all, 2)
+
+
+# ------------------------------------------------------------------ tests
+def test_dense_hook_equals_ddp_default_bit_for_bit(ranks: list[dict[str, Any]]) -> None:
+    for r in ranks:
+        assert r["dense"]["same"] == [True] * 4
+    for a, b in zip(ranks[0]["dense"]["params"], ranks[1]["dense"]["params"], strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("collective", ["allgather", "artopk-ring"])
+def test_sparse_average_is_exact(ranks: list[dict[str, Any]], collective: str) -> None:
+    res = [r[collective] for r in ranks]
+    g1 = res[0]["grads1"]  # step 1 is the first compressed step; residuals start at zero
+    want = torch.zeros(NUMEL)
+    if collective == "allgather":
+        for g in g1:  # every rank's own top-4, averaged; rank order as the hook adds them
+            idx = g.abs().topk(4).indices
+            want.index_add_(0, idx, g[idx] / 2)
+        sent_by = [g.abs().topk(4).indices for g in g1]
+    else:
+        owner = 1 % 2  # STAR: step mod world size
+        idx = g1[owner].abs().topk(4).indices
+        want[idx] = g1[0][idx] / 2 + g1[1][idx] / 2
+        sent_by = [idx, idx]
+    for rank, r in enumerate(res):
+        assert torch.equal(r["result1"], want)
+        # step 0 is the dense warm-up: the plain average
+        assert torch.equal(r["result0"], r["grads0"][0] / 2 + r["grads0"][1] / 2)
+        # error feedback: what this rank did not contribute stays in its residual
+        sent = torch.zeros(NUMEL, dtype=torch.bool)
+        sent[sent_by[rank]] = True
+        assert torch.equal(r["residual"][sent], torch.zeros(4))
+        assert torch.equal(r["residual"][~sent], g1[rank][~sent])
+
+
+def test_every_rank_takes_the_same_decisions(ranks: list[dict[str, Any]]) -> None:
+    d0, d1 = ranks[0]["decisions"], ranks[1]["decisions"]
+    assert d0 == d1
+    assert len(set(d0)) > 1  # the controller did move: the comparison means something
+
+
+def test_error_feedback_state_survives_checkpoint(ranks: list[dict[str, Any]]) -> None:
+    for r in ranks:
+        ck = r["checkpoint"]
+        assert ck["n_residuals"] >= 1
+        assert ck["same_residuals"]
+        assert ck["same_params"]
+        assert ck["steps"] == (10, 10)
+
+
+def test_state_rejects_bad_arguments() -> None:
+    ctl = make_policy("dense")
+    with pytest.raises(InputError, match="warmup_steps"):
+        CompressionHookState(controller=ctl, world_size=2, rank=0, warmup_steps=0)
+    with pytest.raises(InputError, match="rank"):
+        CompressionHookState(controller=ctl, world_size=2, rank=2)
+    with pytest.raises(InputError, match="owner"):
+        CompressionHookState(controller=ctl, world_size=2, rank=0, owner_rule="best")

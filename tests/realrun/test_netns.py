@@ -1,0 +1,92 @@
+"""netns emulation: the bandwidth measured between two namespaces follows a two-step trace.
+
+Needs root and working network namespaces; skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from realrun.netns import NetnsLab, netns_unavailable_reason, tbf_args
+from realrun.shaper import TraceShaper
+from traces.model import PiecewiseTrace
+
+_REASON = netns_unavailable_reason()
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(_REASON is not None, reason=f"netns emulation unavailable: {_REASON}"),
+]
+
+_RECEIVER = """
+import json, socket, sys, time
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((sys.argv[1], 5301)); srv.listen(1); print("ready", flush=True)
+conn, _ = srv.accept(); marks = []; total = 0
+while True:
+    b = conn.recv(1 << 16)
+    if not b: break
+    total += len(b); marks.append((time.monotonic(), total))
+print(json.dumps(marks[:: max(1, len(marks) // 4000)] + marks[-1:]))
+"""
+
+_SENDER = """
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 5301)); end = time.monotonic() + float(sys.argv[2])
+chunk = b"x" * (1 << 16)
+while time.monotonic() < end: s.sendall(chunk)
+s.close()
+"""
+
+
+def _rate(marks: list[tuple[float, int]], t0: float, a: float, b: float) -> float:
+    inside = [(t - t0, n) for t, n in marks if a <= t - t0 <= b]
+    (ta, na), (tb, nb) = inside[0], inside[-1]
+    return (nb - na) / (tb - ta)
+
+
+def test_tbf_args_scale_with_rate() -> None:
+    args = tbf_args(1.25e6)
+    assert args[:2] == ["rate", "10000000bit"]
+    assert int(args[3]) >= 16_000
+
+
+def test_measured_bandwidth_follows_two_step_trace() -> None:
+    low, high, step_s = 2.5e6, 6e6, 1.5
+    trace = PiecewiseTrace([0.0, step_s], [0.0, 0.0], [low, high])
+    with NetnsLab(2, bandwidth_Bps=low) as lab:
+        recv = subprocess.Popen(
+            [*lab.exec_prefix(1), sys.executable, "-c", _RECEIVER, lab.addr(1)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        assert recv.stdout is not None and recv.stdout.readline().strip() == "ready"
+        shaper = TraceShaper(trace, lab.apply)
+        t0 = time.monotonic()
+        shaper.start(t0)
+        send = subprocess.run(
+            [*lab.exec_prefix(0), sys.executable, "-c", _SENDER, lab.addr(1), str(2 * step_s)],
+            timeout=30,
+        )
+        out, _ = recv.communicate(timeout=30)
+        shaper.stop()
+        assert send.returncode == 0 and shaper.error is None
+        assert [bp.bandwidth_Bps for _, bp in shaper.applied] == [high]
+    marks = json.loads(out)
+    # Leave out the first 0.3 s of each step (queue drains, TCP adapts).
+    r_low = _rate(marks, t0, 0.3, step_s - 0.05)
+    r_high = _rate(marks, t0, step_s + 0.3, 2 * step_s - 0.05)
+    assert abs(r_low - low) / low < 0.15, r_low
+    assert abs(r_high - high) / high < 0.15, r_high
+
+
+def test_lab_cleans_up_namespaces_on_error() -> None:
+    lab = NetnsLab(2)
+    with pytest.raises(RuntimeError), lab:
+        names = [lab.ns(0), lab.ns(1), lab.hub]
+        raise RuntimeError("boom")
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(n in listed for n in names)
