@@ -330,7 +330,7 @@ class ConvergenceModel:
         for t in range(1, len(densities) + 1):
             g = gains[t]
             s = 1.0 / g - 1.0
-            lag = lag + np.minimum(1.0, mu_ * g) * (lam_ * s / (1.0 + p * inv_ph) - lag)
+            lag = lag + np.minimum(1.0, mu_ * g) * (lam_ * s / (1.0 + t * inv_ph) - lag)
             q = q + g**alp_
             p = np.maximum(p, q - lag)
             prog[t] = p
@@ -362,7 +362,7 @@ class ConvergenceModel:
         for t in range(1, len(g_list)):
             g = g_list[t]
             s = 1.0 / g - 1.0
-            lag += min(1.0, mu * g) * (lam * s / (1.0 + p * inv_ph) - lag)
+            lag += min(1.0, mu * g) * (lam * s / (1.0 + t * inv_ph) - lag)
             q += g**alpha
             if q - lag > p:
                 p = q - lag
@@ -536,8 +536,22 @@ def calibrate(
         return total
 
     x0 = np.array([to_x(k, best[k]) for k in free])
+    # Bounds keep the polish inside the grid's box: outside it the runs do not identify the
+    # parameters (e.g. an enormous lag that decays at once mimics no lag at all).
+    box = {
+        "lam": (floor["lam"], 10.0),
+        "mu": (floor["mu"], 30.0),
+        "alpha": (floor["alpha"], 1.0),
+        "phase": (floor["phase"], 1.0 / (0.03 * horizon)),
+    }
+    bounds = [(math.log(box[k][0]), math.log(box[k][1])) for k in free]
+    x0 = np.clip(x0, [b[0] for b in bounds], [b[1] for b in bounds])
     res = minimize(
-        objective, x0, method="Nelder-Mead", options={"maxiter": 150, "xatol": 1e-3, "fatol": 1e-6}
+        objective,
+        x0,
+        method="Nelder-Mead",
+        bounds=bounds,
+        options={"maxiter": 150, "xatol": 1e-3, "fatol": 1e-6},
     )
     fit, final = unpack(res.x), float(res.fun)
     if final > float(err[best_i]):  # keep the grid point if the polish did worse
@@ -587,7 +601,7 @@ def progress_per_step(
         else model.gain_at(compressor, density, float(step))
     )
     s = 1.0 / g - 1.0
-    damp = 1.0 + (progress / par.phase if par.phase > 0 else 0.0)
+    damp = 1.0 + (step / par.phase if par.phase > 0 else 0.0)
     new_lag = lag + min(1.0, par.mu * g) * (par.lam * s / damp - lag)
     inc = g**par.alpha - (new_lag - lag)
     return max(0.0, inc), new_lag

@@ -75,3 +75,10 @@ def fake_run(cfg: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
     if cfg.get("with_accuracy"):
         rec["pred_accuracy"] = 1.0 - np.exp(-0.3 * progress)
     return rec, {"config": cfg, "seed": cfg.get("seed", 0)}
+
+
+def interrupting_run(cfg: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Like fake_run, but Ctrl-C arrives during the run with seed 1."""
+    if cfg.get("seed") == 1:
+        raise KeyboardInterrupt
+    return fake_run(cfg)

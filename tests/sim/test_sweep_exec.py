@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sweep_fakes import fake_run, normalize
+from sweep_fakes import fake_run, interrupting_run, normalize
 
 from sim.errors import InputError
 from sim.sweep import expand_spec, parse_spec, run_id, run_sweep
@@ -64,7 +64,7 @@ def test_serial_sweep_writes_every_run_and_rerun_skips(tmp_path: Path) -> None:
 _KILLED_SWEEP = """
 import sys
 sys.path.insert(0, {here!r})
-from sweep_fakes import fake_run, normalize
+from sweep_fakes import fake_run, interrupting_run, normalize
 from sim.sweep import expand_spec, parse_spec, run_sweep
 spec = parse_spec({{"seeds": 4, "base": {{"iterations": 3}},
                    "grid": {{"trace": ["lan", "wan"], "policy": ["dense", "fixed"]}}}})
@@ -150,3 +150,13 @@ def test_refuses_a_directory_that_is_not_a_sweep(tmp_path: Path) -> None:
         run_sweep(_runs(1), tmp_path / "other", run_fn=fake_run, jobs=1, progress=False)
     with pytest.raises(InputError, match="--jobs"):
         run_sweep(_runs(1), tmp_path / "x", run_fn=fake_run, jobs=0, progress=False)
+
+
+def test_interrupt_keeps_finished_runs_and_resume_completes(tmp_path: Path) -> None:
+    runs = _runs(2)  # the seed-1 runs come after the seed-0 runs of each grid point
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(runs, tmp_path / "i", run_fn=interrupting_run, jobs=1, progress=False)
+    done = [d for d in (tmp_path / "i" / RUNS_DIR).iterdir()]
+    assert len(done) == 1 and not (tmp_path / "i" / FAILURES_FILE).exists()
+    res = run_sweep(runs, tmp_path / "i", run_fn=fake_run, jobs=1, progress=False)
+    assert (res.skipped, res.completed) == (1, 7)
