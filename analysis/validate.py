@@ -45,6 +45,7 @@ __all__ = [
     "validate",
     "plot_validation",
     "mape",
+    "mdape",
 ]
 
 
@@ -86,6 +87,8 @@ class ValidationResult:
     n: int
     mape_iter: float
     mape_comm: float
+    mdape_iter: float
+    mdape_comm: float
     corr_iter: float
     corr_comm: float
     real_mean_iter_s: float
@@ -106,6 +109,16 @@ def mape(real: np.ndarray, pred: np.ndarray) -> float:
     if not np.any(ok):
         return math.nan
     return float(np.mean(np.abs(pred[ok] - real[ok]) / real[ok]))
+
+
+def mdape(real: np.ndarray, pred: np.ndarray) -> float:
+    """Median absolute percentage error (robust to a few disturbed iterations)."""
+    real = np.asarray(real, dtype=float)
+    pred = np.asarray(pred, dtype=float)
+    ok = np.isfinite(real) & np.isfinite(pred) & (real > 0)
+    if not np.any(ok):
+        return math.nan
+    return float(np.median(np.abs(pred[ok] - real[ok]) / real[ok]))
 
 
 def _corr(a: np.ndarray, b: np.ndarray) -> float:
@@ -198,6 +211,8 @@ def compare(real: pd.DataFrame, sim: pd.DataFrame, *, skip: int = 3) -> Validati
         n=len(both),
         mape_iter=mape(ri, si),
         mape_comm=mape(rc, sc),
+        mdape_iter=mdape(ri, si),
+        mdape_comm=mdape(rc, sc),
         corr_iter=_corr(ri, si),
         corr_comm=_corr(rc, sc),
         real_mean_iter_s=float(np.nanmean(ri)),

@@ -20,8 +20,8 @@ examples:
   # compare with a simulated run you already have
   compctl validate --real runs/r --sim runs/s
 
-Reported: MAPE of per-iteration time and of communication time (lower is better), and their
-Pearson correlations, from iteration --skip on (warm-up and DDP set-up excluded).
+Reported: MAPE (and the median absolute percentage error, robust to a few disturbed
+iterations) of per-iteration time and of communication time, and their Pearson correlations, from iteration --skip on (warm-up and DDP set-up excluded).
 """
 
 
@@ -58,10 +58,12 @@ def _run(args: argparse.Namespace) -> int:
         lines = [
             f"iterations compared: {res.n}",
             f"iteration time: real {res.real_mean_iter_s * 1e3:.3f} ms, "
-            f"sim {res.sim_mean_iter_s * 1e3:.3f} ms, MAPE {res.mape_iter:.2%}, "
+            f"sim {res.sim_mean_iter_s * 1e3:.3f} ms, MAPE {res.mape_iter:.2%} "
+            f"(median {res.mdape_iter:.2%}), "
             f"correlation {res.corr_iter:.3f}",
             f"communication:  real {res.real_mean_comm_s * 1e3:.3f} ms, "
-            f"sim {res.sim_mean_comm_s * 1e3:.3f} ms, MAPE {res.mape_comm:.2%}, "
+            f"sim {res.sim_mean_comm_s * 1e3:.3f} ms, MAPE {res.mape_comm:.2%} "
+            f"(median {res.mdape_comm:.2%}), "
             f"correlation {res.corr_comm:.3f}",
         ]
         if cal is not None:

@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/bench_convergence.py                       # bundled workloads, default targets
-    python benchmarks/bench_convergence.py --plots docs/benchmarks/convergence --markdown out.md
+    python benchmarks/bench_convergence.py --plots docs/benchmarks --markdown out.md
 
 For each workload with a bundled gradient trace, calibrated parameters and real runs
 (traces/data/grads/), and for each target: the iterations the real run needed, the dense run's
@@ -27,6 +27,7 @@ from sim.convergence import ConvergenceModel, iterations_to_target_curve
 
 DEFAULT_TARGETS = {
     "digits-mlp": [("loss", 1.5), ("loss", 1.0), ("loss", 0.7), ("loss", 0.5), ("accuracy", 0.9)],
+    "digits-cnn": [("loss", 2.0), ("loss", 1.5), ("loss", 1.0), ("loss", 0.5), ("accuracy", 0.9)],
     "char-lstm": [("loss", 2.0), ("loss", 1.5), ("loss", 1.0), ("loss", 0.7), ("loss", 0.5), ("accuracy", 0.8)],
 }
 
@@ -96,7 +97,7 @@ def plot(workload: str, out_dir: Path) -> Path:
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{workload}-loss.png"
+    path = out_dir / f"convergence-{workload}-loss.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -105,7 +106,7 @@ def plot(workload: str, out_dir: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Evaluate, print the table and the acceptance summary."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workloads", default="digits-mlp,char-lstm")
+    parser.add_argument("--workloads", default="digits-mlp,digits-cnn,char-lstm")
     parser.add_argument("--plots", type=Path, default=None, help="directory for PNG plots")
     parser.add_argument("--markdown", type=Path, default=None, help="write the table here too")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Sweep throughput: runs per minute with 1 job against 2 jobs, on the same spec, same invocation.
 
-    python benchmarks/bench_sweep.py                 # default: 24 runs, ResNet-50, 16 workers
+    python benchmarks/bench_sweep.py                 # default: 24 runs x 2000 iterations
     python benchmarks/bench_sweep.py --runs 48 --iterations 400 --json
 
 Each measurement sweeps into a fresh temporary directory (nothing skipped), without the report,
@@ -37,29 +37,43 @@ def _spec(n_runs: int, iterations: int) -> dict:
     }
 
 
-def _measure(runs: list, jobs: int) -> float:
+def timed_simulate(config: dict) -> tuple:
+    """simulate_config, plus the CPU seconds the run took in its process (in the meta)."""
+    c0 = time.process_time()
+    records, meta = simulate_config(config)
+    return records, {**meta, "bench_cpu_s": time.process_time() - c0}
+
+
+def _measure(runs: list, jobs: int) -> tuple[float, float]:
+    """(wall seconds of the sweep, CPU seconds summed over its runs)."""
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
         t0 = time.perf_counter()
-        res = run_sweep(runs, Path(tmp) / "s", run_fn=simulate_config, jobs=jobs, progress=False)
+        res = run_sweep(runs, Path(tmp) / "s", run_fn=timed_simulate, jobs=jobs, progress=False)
         elapsed = time.perf_counter() - t0
+        cpu = sum(
+            json.loads(p.read_text())["bench_cpu_s"] for p in (Path(tmp) / "s").glob("runs/*/meta.json")
+        )
     if not res.ok:
         raise SystemExit(f"benchmark sweep had failures: {res.failures[:1]}")
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=24, help="runs per sweep (rounded up to the grid)")
-    ap.add_argument("--iterations", type=int, default=300, help="simulated iterations per run")
+    ap.add_argument("--iterations", type=int, default=2000, help="simulated iterations per run")
     ap.add_argument("--repeat", type=int, default=2, help="rounds; best time of each is kept")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     runs = expand_spec(parse_spec(_spec(args.runs, args.iterations)), normalize_config)
     load_before = os.getloadavg()[0]
     best = {1: float("inf"), 2: float("inf")}
+    cpu = {1: 0.0, 2: 0.0}
     for r in range(args.repeat):
         for jobs in ((1, 2) if r % 2 == 0 else (2, 1)):
-            best[jobs] = min(best[jobs], _measure(runs, jobs))
+            wall, cpu_s = _measure(runs, jobs)
+            if wall < best[jobs]:
+                best[jobs], cpu[jobs] = wall, cpu_s
     rpm = {j: 60.0 * len(runs) / t for j, t in best.items()}
     result = {
         "runs": len(runs),
@@ -73,6 +87,12 @@ def main() -> int:
         "runs_per_min_1_job": round(rpm[1], 1),
         "runs_per_min_2_jobs": round(rpm[2], 1),
         "speedup_2_vs_1": round(rpm[2] / rpm[1], 3),
+        # CPU seconds per run inside the workers: equal in both modes means the pool adds no
+        # work; cores busy = CPU seconds / wall seconds (2.0 is both cores all the time)
+        "cpu_s_per_run_1_job": round(cpu[1] / len(runs), 4),
+        "cpu_s_per_run_2_jobs": round(cpu[2] / len(runs), 4),
+        "cores_busy_1_job": round(cpu[1] / best[1], 2),
+        "cores_busy_2_jobs": round(cpu[2] / best[2], 2),
     }
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")

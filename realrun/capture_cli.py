@@ -239,7 +239,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         curves.append(RealCurve(tuple(c.densities), tuple(c.eval_steps), tuple(c.eval_loss),
                                 tuple(c.eval_accuracy), label=spec))
     params = calibrate(
-        tr, curves, targets, compressor=args.compressor, mu=None if args.fit_mu else 1.0,
+        tr, curves, targets, compressor=args.compressor, mu=None if args.fit_mu else 1.0, phase=args.phase,
         note=f"compctl convergence-calibrate on {', '.join(specs)}; runs in {runs_path.name}",
     )
     params.save(args.out)
@@ -345,6 +345,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     c.add_argument("--steps", type=int, default=None, help="run length (default: the trace's)")
     c.add_argument("--runs", default=None, help="real-runs JSON (default: the bundled one)")
     c.add_argument("--fit-mu", action="store_true", help="fit mu too (default: mu = 1)")
+    c.add_argument("--phase", type=float, default=None,
+                   help="fix the phase parameter (0 = no late-training lag decay); default: fit it")
     c.add_argument("--out", required=True, help="parameters JSON to write")
     c.add_argument("--json", action="store_true")
     c.add_argument("--quiet", action="store_true")

@@ -95,20 +95,29 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
     if cfg.use_hook:
         ddp.register_comm_hook(state, compression_hook)
 
-    # The first batch loads the data set (seconds): fetch it before the clock starts.
+    # The first batch loads the data set (seconds): fetch it before anything is timed.
     first = next(data)
-    dist.barrier()
-    t0 = time.monotonic()
-    if player is not None:
-        player.start(t0)
     shaper = None
-    t0_file = os.environ.get(T0_FILE_ENV)
-    if rank == 0 and t0_file:
-        tmp = Path(t0_file + ".tmp")
-        tmp.write_text(repr(t0))
-        os.replace(tmp, t0_file)
-    if cfg.emulation == "tc" and int(os.environ.get("LOCAL_RANK", rank)) == 0:
-        shaper = _tc_shaper(cfg, trace, t0)
+    t0 = time.monotonic()
+
+    def start_clock() -> float:
+        """Start the trace clock on every rank at once (after a barrier) and tell the shaper.
+
+        It starts after iteration 0, DDP's set-up iteration (bucket rebuild, ~0.1-1 s), which
+        the simulator does not model; iteration 0 runs at the trace's initial state."""
+        nonlocal shaper
+        dist.barrier()
+        now = time.monotonic()
+        if player is not None:
+            player.start(now)
+        t0_file = os.environ.get(T0_FILE_ENV)
+        if rank == 0 and t0_file:
+            tmp = Path(t0_file + ".tmp")
+            tmp.write_text(repr(now))
+            os.replace(tmp, t0_file)
+        if cfg.emulation == "tc" and int(os.environ.get("LOCAL_RANK", rank)) == 0:
+            shaper = _tc_shaper(cfg, trace, now)
+        return now
 
     rows: list[dict[str, Any]] = []
     bar = None
@@ -119,7 +128,9 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
     try:
         for it in range(cfg.steps):
             x, y = first if it == 0 else next(data)
-            start_s = time.monotonic() - t0
+            if it == 1:
+                t0 = start_clock()
+            start_s = max(time.monotonic() - t0, 0.0) if it > 0 else 0.0
             t_a = time.perf_counter()
             loss = wl.loss_fn(ddp(x), y)
             loss.backward()

@@ -80,6 +80,9 @@ examples:
   # Dense baseline, summary as JSON, nothing written:
   compctl sim --workload bert-base --workers 16 --trace const:lat_ms=1,bw_gbps=10 \\
       --policy dense --iterations 200 --json
+  # Fixed top-k at 1%, the collective picked per iteration by the cost model (monitor on):
+  compctl sim --workload resnet50 --workers 64 --trace seed003-steps \
+      --collective auto --density 0.01 --iterations 500 --json
   # An adaptive policy with parameters, per-link traces from a file, stragglers:
   compctl sim --workload vgg16 --workers 32 --trace links.csv --policy <name> \\
       --param key=value --straggler-sigma 0.1 --out runs/y
@@ -87,7 +90,8 @@ examples:
 The trace is a bundled name (compctl trace list), a .csv/.parquet file, or a generator spec
 such as const:lat_ms=1,bw_gbps=10. Workloads: compctl workloads (or a JSON profile path).
 With --density below 1 and no --compressor, topk is used for sparse collectives (allgather,
-artopk-*) and randomk for same-index ones (ring, tree, rhd, ps, hierarchical).
+artopk-*) and randomk for same-index ones (ring, tree, rhd, ps, hierarchical); with
+--collective auto the policy's default (topk) is kept.
 Output (--out): records.parquet, one row per iteration, and meta.json (config, versions, seed).
 """
 
@@ -115,7 +119,10 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="KEY=VALUE",
         help="policy parameter (repeatable); see compctl list policies",
     )
-    p.add_argument("--collective", help="collective for the static policies (fixed, dense)")
+    p.add_argument(
+        "--collective",
+        help="collective for the static policies (fixed, dense), or auto (cost-model choice)",
+    )
     p.add_argument("--density", type=float, help="density kept, in (0, 1]")
     p.add_argument("--compressor", help="compressor name (see compctl list compressors)")
     p.add_argument("--iterations", type=int, default=100, help="iterations (default: 100)")
@@ -146,7 +153,7 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--monitor",
         default="auto",
-        help="link monitor: auto (off for static policies), on, off",
+        help="link monitor: auto (off for dense/fixed unless their collective is auto), on, off",
     )
     p.add_argument("--fidelity", default="analytic", help="fidelity level (analytic)")
     p.add_argument("--out", help="run directory to write (records.parquet, meta.json)")

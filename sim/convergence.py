@@ -15,16 +15,16 @@ char-lstm with momentum SGD), a loss of efficiency per step. Per iteration ``t``
     g_t = gain(compressor, d_t, at iteration t)          # sampled from the gradient trace
     s_t = 1/g_t - 1                                      # staleness: iterations held back
     r_t = min(1, mu * g_t)                               # the residual turns over in ~1/g steps
-    L_t = L_{t-1} + r_t * (lam * s_t / (1 + p_{t-1}/phase) - L_{t-1})   # lag
+    L_t = L_{t-1} + r_t * (lam * s_t / (1 + t/phase) - L_{t-1})         # lag
     q_t = q_{t-1} + g_t ** alpha                         # per-step efficiency
     p_t = max(p_{t-1}, q_t - L_t)                        # progress never goes backwards
 
 Parameters: ``lam`` (lag per iteration of staleness), ``alpha`` (per-step efficiency ``g ** alpha``),
-``phase`` (later in training a given staleness costs less lag: halved after ``phase`` dense
+``phase`` (later in training a given staleness costs less lag: halved after ``phase``
 iterations; 0 turns this off) and ``mu`` (turnover speed, 1 by default). They are calibrated per
 workload on real runs at a few fixed densities (:func:`calibrate`). More gain never predicts
 less progress: gains are looked up by iteration (not by progress), ``L_t`` increases and ``q_t``
-decreases with every ``s_u`` (also through ``p``), and the running maximum keeps that order; a
+decreases with every ``s_u``, and the running maximum keeps that order; a
 Hypothesis test checks it.
 
 Gains: the trace holds the whole-model gain per sampled step at each captured density; the gain at
@@ -63,6 +63,8 @@ __all__ = [
     "progress_per_step",
     "annotate_records",
     "trace_for_profile",
+    "convergence_columns",
+    "time_to_target_s",
     "PARAMS_DIR",
 ]
 
@@ -93,7 +95,7 @@ class ConvergenceParams:
         workload: the workload (and gradient trace) they belong to.
         compressor: the compressor the calibration runs used.
         lam, mu, alpha: the model's parameters.
-        phase: progress (dense iterations) over which the lag per unit of staleness halves;
+        phase: iterations over which the lag per unit of staleness halves;
             0 means it stays ``lam`` (see module docstring).
         calibrated_on: densities of the real calibration runs.
         targets: what the fit matched (e.g. ``"loss<=0.5"``).
@@ -453,10 +455,12 @@ def calibrate(
     *,
     compressor: str = "topk",
     mu: float | None = 1.0,
+    phase: float | None = None,
     note: str = "",
 ) -> ConvergenceParams:
     """Fit ``lam``, ``alpha`` and ``phase`` (and ``mu`` if ``mu`` is None) to real runs.
 
+    ``phase`` is fitted unless given (0 fixes it off).
     ``mu`` defaults to 1, the residual's own turnover (a residual holding ``1/g - 1``
     iterations of gradient is renewed at rate ``g``); fitting it too tends to overfit the
     fixed-density runs at the expense of schedules that change density (docs/convergence.md).
@@ -496,7 +500,11 @@ def calibrate(
         "lam": np.concatenate([[0.0], np.logspace(-2, 1, 13)]),
         "mu": np.logspace(-1, 1.5, 6) if mu is None else np.asarray([float(mu)]),
         "alpha": np.concatenate([[0.0], np.linspace(0.025, 0.6, 12)]),
-        "phase": np.concatenate([[0.0], horizon * np.logspace(-1.5, 1, 11)]),
+        "phase": (
+            np.concatenate([[0.0], horizon * np.logspace(-1.5, 1, 11)])
+            if phase is None
+            else np.asarray([float(phase)])
+        ),
     }
     names = list(grids)
     mesh = dict(zip(names, np.meshgrid(*grids.values(), indexing="ij"), strict=True))
@@ -510,7 +518,8 @@ def calibrate(
             err += np.log(np.maximum(pred, 1e-9) / real) ** 2
     best_i = np.unravel_index(int(np.argmin(err)), err.shape)
     best = {k: float(mesh[k][best_i]) for k in names}
-    free = [k for k in names if not (k == "mu" and mu is not None)]
+    fixed = {k for k, v in (("mu", mu), ("phase", phase)) if v is not None}
+    free = [k for k in names if k not in fixed]
     # Log space keeps every parameter positive; zeros from the grid start just above zero.
     # ``phase`` is searched as its inverse (0 = off), so "off" is near the floor, not at 1.
     floor = {"lam": 1e-3, "mu": 1e-3, "alpha": 1e-3, "phase": 1e-6}
@@ -556,7 +565,7 @@ def calibrate(
     fit, final = unpack(res.x), float(res.fun)
     if final > float(err[best_i]):  # keep the grid point if the polish did worse
         fit, final = best, float(err[best_i])
-    if fit["phase"] > 1e3 * horizon:  # no measurable effect within the runs: report it as off
+    if phase is None and fit["phase"] > 1e3 * horizon:  # no measurable effect within the runs: report it as off
         fit["phase"] = 0.0
     return ConvergenceParams(
         workload=trace.workload,
@@ -655,3 +664,44 @@ def trace_for_profile(profile: str) -> tuple[str, bool, str]:
         f"gradient statistics borrowed from the captured {src} trace (no capture of {profile}); "
         "progress is in that workload's dense-iteration equivalents",
     )
+
+
+def convergence_columns(
+    profile: str, compressors: Sequence[str], densities: Sequence[float]
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Record columns and a meta.json entry for a simulated run of workload profile ``profile``.
+
+    Uses the bundled trace and calibrated parameters of the profile's own real workload, or of
+    the most similar one (:func:`trace_for_profile`), and says which in the returned meta dict.
+    """
+    source, borrowed, note = trace_for_profile(profile)
+    model = ConvergenceModel.bundled(source)
+    cols = annotate_records(model, compressors, densities)
+    meta = {
+        "gradient_trace": source,
+        "borrowed": borrowed,
+        "note": note,
+        "params": model.params.to_json(),
+    }
+    return cols, meta
+
+
+def time_to_target_s(
+    model: ConvergenceModel,
+    progress: ArrayLike,
+    iteration_end_s: ArrayLike,
+    target: float,
+    metric: str = "loss",
+) -> float | None:
+    """Seconds until a run reaches ``target``: the end time of the first iteration whose
+    progress reaches the dense run's iterations-to-target (``None`` if never)."""
+    p_star = model.dense_iterations_to(target, metric)
+    if p_star is None:
+        raise InputError(f"the dense run of {model.trace.workload!r} never reaches {metric} {target}")
+    prog = np.asarray(progress, dtype=float)
+    ends = np.asarray(iteration_end_s, dtype=float)
+    if prog.shape != ends.shape:
+        raise InputError("progress and iteration_end_s need one entry per iteration")
+    hit = np.nonzero(prog >= p_star)[0]
+    return float(ends[hit[0]]) if len(hit) else None
+

@@ -17,7 +17,10 @@ So ``iter_s = compute_s + compress_s + exposed_comm_s`` with ``compute_s = F + B
 ``comm_s`` is the sum of the collectives' durations (overlapped or not).
 
 The controller is asked for a :class:`Decision` before every iteration; one decision applies to
-all buckets of the iteration. Per distinct decision the bucket terms, compression times and
+all buckets of the iteration. Its :class:`Observation` carries, besides the measured times,
+``extra["iteration_s"]`` (the last iteration's true duration, overlap included),
+``extra["now_s"]`` (the simulated clock at decision time) and, when the workload has a gradient
+trace (:func:`grad_norm_source`), ``grad_norm``. Per distinct decision the bucket terms, compression times and
 payload bytes are computed once and cached, so the per-iteration work is a short loop of float
 arithmetic and two ``bisect`` lookups per bucket. SimPy advances the clock with one timeout per
 iteration.
@@ -55,10 +58,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DecisionPlan",
+    "GradNormSource",
     "IterationModel",
     "IterationResult",
     "OracleContext",
     "STATIC_POLICIES",
+    "grad_norm_source",
     "resolve_trace",
     "simulate",
 ]
@@ -87,6 +92,72 @@ def _gain(compressor: str, density: float) -> float:
     except ImportError:  # pragma: no cover - placeholder until the progress proxy exists
         return 1.0 if compressor == "none" else float(density)
     return float(expected_gain(compressor, density))
+
+
+class GradNormSource:
+    """Whole-model gradient norm per training step, read from a captured gradient trace.
+
+    The norm at step ``k`` (1-based: the gradient of the k-th iteration) is the L2 norm over
+    layers of the worker-averaged gradient at the sampled step nearest to ``k``; beyond the
+    captured steps the last sample holds. Steps are matched by iteration, as the convergence
+    model matches gains, and the norms are those of the *dense* trajectory of the captured
+    workload (compression changes the trajectory only slightly; the trace cannot say more).
+
+    Args:
+        steps: sampled steps, strictly increasing.
+        norms: whole-model norm at each sampled step.
+        trace: name of the gradient trace (for the run's metadata).
+        note: one line for the metadata (e.g. that the trace is borrowed from another workload).
+    """
+
+    def __init__(self, steps: np.ndarray, norms: np.ndarray, trace: str, note: str) -> None:
+        if len(steps) == 0 or len(steps) != len(norms):
+            raise InputError(f"gradient trace {trace!r}: no sampled steps or mismatched norms")
+        self._steps: list[float] = np.asarray(steps, dtype=float).tolist()
+        self._norms: list[float] = np.asarray(norms, dtype=float).tolist()
+        self.trace = trace
+        self.note = note
+
+    def at(self, step: int) -> float:
+        """Gradient norm of training step ``step`` (nearest sampled step; ties to the earlier)."""
+        steps = self._steps
+        j = bisect_right(steps, step)
+        if j == 0:
+            return self._norms[0]
+        if j == len(steps):
+            return self._norms[-1]
+        before, after = steps[j - 1], steps[j]
+        return self._norms[j - 1] if step - before <= after - step else self._norms[j]
+
+
+_GRAD_SOURCES: dict[str, GradNormSource | None] = {}
+
+
+def grad_norm_source(workload: str) -> GradNormSource | None:
+    """The per-iteration gradient-norm source of a workload profile, or ``None`` if it has none.
+
+    The gradient trace is the one the convergence model uses for this profile
+    (:func:`sim.convergence.trace_for_profile`: its own capture, or a borrowed one of the same
+    architecture family), if that trace is bundled (:mod:`traces.gradtrace`). Cached per process:
+    the file is read once.
+    """
+    if workload in _GRAD_SOURCES:
+        return _GRAD_SOURCES[workload]
+    src: GradNormSource | None = None
+    try:
+        from sim.convergence import trace_for_profile
+        from traces.gradtrace import bundled_gradtrace
+
+        name, _borrowed, note = trace_for_profile(workload)
+        tr = bundled_gradtrace(name)
+        norms = np.sqrt(np.sum(np.square(np.asarray(tr.grad_norm, dtype=float)), axis=1))
+        src = GradNormSource(np.asarray(tr.steps), norms, name, note)
+    except ImportError:  # pragma: no cover - the convergence model is optional
+        _log.info("no convergence model installed: gradient norms are not simulated")
+    except (InputError, OSError) as exc:  # not bundled or unreadable: the run goes on without
+        _log.info("no gradient norms for workload %r: %s", workload, exc)
+    _GRAD_SOURCES[workload] = src
+    return src
 
 
 @dataclass(frozen=True)
@@ -298,7 +369,13 @@ def _use_monitor(cfg: SimConfig) -> bool:
         return True
     if cfg.monitor == "off":
         return False
-    return cfg.policy not in STATIC_POLICIES
+    if cfg.policy not in STATIC_POLICIES:
+        return True
+    # A static policy ignores the estimates, except to pick the collective under "auto".
+    coll = cfg.resolved_policy_params().get(
+        "collective", policy_info(cfg.policy).parameters().get("collective")
+    )
+    return coll == "auto"
 
 
 def _make_monitor() -> Any:
@@ -369,6 +446,7 @@ def simulate(
         cfg.workers, cfg.straggler_sigma, straggler_rng, speed_sigma=cfg.worker_speed_sigma
     )
     monitor = _make_monitor() if _use_monitor(cfg) else None
+    grads = grad_norm_source(profile.name)
     observe = monitor.observe if monitor is not None else None
     cols: dict[str, list[Any]] = {
         k: []
@@ -401,7 +479,9 @@ def simulate(
     nan = math.nan
 
     def training(env: simpy.Environment) -> Any:
-        obs = Observation(step=0, world_size=world, grad_bytes=grad_bytes)
+        obs = Observation(
+            step=0, world_size=world, grad_bytes=grad_bytes, extra={"now_s": float(env.now)}
+        )
         for it in range(cfg.iterations):
             state["factor"] = factor = stragglers.next_factor()
             decision = policy.decide(obs)
@@ -437,6 +517,9 @@ def simulate(
                 bandwidth_Bps=est_bw,
                 gain=plan.gain,
                 decision=decision,
+                grad_norm=None if grads is None else grads.at(it + 1),
+                # The clock at the next decision is start + iter_s (the timeout below).
+                extra={"iteration_s": res.iter_s, "now_s": start + res.iter_s},
             )
             if bar is not None and (it + 1) % 256 == 0:
                 bar.update(256)
@@ -464,7 +547,7 @@ def simulate(
     records = pd.DataFrame({"iteration": np.arange(cfg.iterations, dtype=np.int64), **cols})
     records["policy"] = cfg.policy
     records["source"] = "sim"
-    meta = _meta(cfg, profile, model, policy_seed, monitor is not None, end_s)
+    meta = _meta(cfg, profile, model, policy_seed, monitor is not None, end_s, grads)
     return records, meta
 
 
@@ -483,6 +566,7 @@ def _meta(
     policy_seed: int,
     monitor_on: bool,
     end_s: float,
+    grads: GradNormSource | None,
 ) -> dict[str, Any]:
     info = policy_info(cfg.policy)
     return {
@@ -498,6 +582,11 @@ def _meta(
             "sim_only": info.sim_only,
         },
         "monitor": monitor_on,
+        "grad_norm": (
+            {"trace": grads.trace, "note": grads.note}
+            if grads is not None
+            else {"trace": None, "note": "no bundled gradient trace: Observation.grad_norm is None"}
+        ),
         "workload": {
             **profile.summary(),
             "grad_bytes": model.grad_bytes,

@@ -10,6 +10,9 @@ Static-policy shortcut: ``collective``, ``density`` and ``compressor`` fill the 
 of the same names (the ``fixed`` and ``dense`` policies have them). When a density below 1 is given
 without a compressor, ``topk`` is picked for sparse collectives (allgather, AR-Topk) and
 ``randomk`` for same-index ones (ring, tree, rhd, ps, hierarchical); density 1 picks ``none``.
+With ``collective="auto"`` the policy's own default compressor (``topk``) is kept, so the
+cost-model selection can choose among the sparse collectives; and the link monitor is on under
+``monitor="auto"`` (the selection needs its estimates), also for ``fixed`` and ``dense``.
 """
 
 from __future__ import annotations
@@ -52,12 +55,22 @@ _FLOAT_FIELDS = (
 )
 
 
+#: The collective value that asks the policy to pick the collective per decision.
+_AUTO = "auto"
+
+
 def default_compressor(collective: str, density: float) -> str:
-    """Compressor implied by a density alone: ``none`` when dense, else by the collective kind."""
+    """Compressor implied by a density alone: ``none`` when dense, else by the collective kind.
+
+    ``"auto"`` (cost-model selection) gives ``topk``, the policies' default sparsifier: it rides
+    the sparse collectives (allgather, AR-Topk), among which the selection then chooses.
+    """
     from sim.compress.spec import SPARSE
 
     if density >= 1.0:
         return "none"
+    if collective == _AUTO:
+        return "topk"
     return "topk" if collective in SPARSE else "randomk"
 
 
@@ -116,7 +129,8 @@ class SimConfig:
         dtype_bytes: bytes per gradient element (4 = fp32).
         monitor: feed a :class:`sim.control.monitor.LinkMonitor` and give its estimates to the
             policy: ``"on"``, ``"off"`` or ``"auto"`` (on except for the static ``dense`` and
-            ``fixed`` policies, which ignore them; the monitor's fit costs far more than the
+            ``fixed`` policies with a fixed collective, which ignore them; with
+            ``collective="auto"`` they need them; the monitor's fit costs far more than the
             simulation itself).
     """
 
@@ -191,9 +205,9 @@ class SimConfig:
             )
         if self.monitor not in ("auto", "on", "off"):
             raise InputError(f"monitor must be auto, on or off, got {self.monitor!r}")
-        if self.collective is not None and self.collective not in COLLECTIVES:
+        if self.collective is not None and self.collective not in (*COLLECTIVES, _AUTO):
             raise InputError(
-                f"collective: unknown {self.collective!r}; known: {', '.join(COLLECTIVES)}"
+                f"collective: unknown {self.collective!r}; known: auto, {', '.join(COLLECTIVES)}"
             )
         if self.density is not None:
             d = self.density
@@ -273,7 +287,9 @@ class SimConfig:
         ):
             coll = params.get("collective", known.get("collective"))
             dens = params.get("density", known.get("density"))
-            if isinstance(coll, str) and isinstance(dens, (int, float)):
+            sparse_auto = coll == _AUTO and isinstance(dens, (int, float)) and dens < 1.0
+            # Under "auto" below density 1 the policy keeps its own default sparsifier.
+            if isinstance(coll, str) and isinstance(dens, (int, float)) and not sparse_auto:
                 params["compressor"] = default_compressor(coll, float(dens))
         return params
 

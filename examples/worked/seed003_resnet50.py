@@ -13,14 +13,11 @@ bandwidth 25..1..25 Gbit/s, 12 steps of 30 s, the last step held), then
 Two scenarios, because the compressors' compute-time calibration (``sim/compress/
 calibration.json``) was measured on a CPU, while the ResNet-50 profile's compute time is a GPU's:
 
-* ``comm-only`` (the plot): compression compute time set to zero, as in seed 003's alpha-beta
-  analysis; it isolates what the controllers do about the network;
-* ``calibrated``: the CPU-calibrated compression costs (exact top-k of 25.6 M elements costs
-  about 2.7 s per iteration there), which make most compression a loss on this profile.
-
-The simulator has no knob for compression cost yet, so ``comm-only`` swaps zero-cost copies of
-the compressor specs into the spec registry for the duration of the run (see
-:func:`zero_compression_cost`).
+* ``comm-only`` (the plot): compression compute time set to zero (``compress_scale=0``), as in
+  seed 003's alpha-beta analysis; it isolates what the controllers do about the network;
+* ``calibrated``: the CPU-calibrated compression costs as they are (``compress_scale=1``; exact
+  top-k of 25.6 M elements costs about 2.7 s per iteration there), which make most compression
+  a loss on this profile.
 
 Usage::
 
@@ -34,12 +31,9 @@ Every number printed is measured by this run (deterministic: same seed, same num
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,30 +59,13 @@ POLICIES: tuple[tuple[str, str, dict[str, Any]], ...] = (
 PLOTTED = ("dense", "fixed 0.01", "dc2-aimd", "dc2-vegas", "dc2-pi", "dc2-budget", "moo", "oracle")
 SCHEDULE_S = 360.0  # 12 steps of 30 s
 ROOT = Path(__file__).resolve().parents[2]
+#: Scenario -> multiplier of the compressors' calibrated compute times (SimConfig.compress_scale).
+SCENARIOS: dict[str, float] = {"comm-only": 0.0, "calibrated": 1.0}
 
 
-@contextmanager
-def zero_compression_cost() -> Iterator[None]:
-    """Within the block every registered compressor spec costs no compute time.
-
-    Example-only: it edits the spec registry's private table and restores it afterwards.
-    """
-    from sim.compress import spec as spec_mod
-
-    spec_mod.spec_names()  # make sure the built-in specs are registered
-    saved = dict(spec_mod._SPECS)
-    try:
-        for name, sp in saved.items():
-            spec_mod._SPECS[name] = dataclasses.replace(
-                sp, compute_fixed_s=0.0, compute_per_element_s=0.0
-            )
-        yield
-    finally:
-        spec_mod._SPECS.clear()
-        spec_mod._SPECS.update(saved)
-
-
-def run_policy(policy: str, params: dict[str, Any], iterations: int, seed: int) -> Any:
+def run_policy(
+    policy: str, params: dict[str, Any], iterations: int, seed: int, compress_scale: float
+) -> Any:
     """Simulate one policy on the seed 003 schedule; records with cumulative progress."""
     cfg = SimConfig(
         workload="resnet50",
@@ -98,7 +75,7 @@ def run_policy(policy: str, params: dict[str, Any], iterations: int, seed: int) 
         policy_params=tuple(params.items()),
         iterations=iterations,
         seed=seed,
-        monitor="on",  # fixed/auto needs the link estimates too
+        compress_scale=compress_scale,
     )
     records, _ = run_simulation(cfg)
     records["progress_step"] = [progress_per_step(g) for g in records["gain"]]
@@ -200,16 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     scenarios: dict[str, list[dict[str, Any]]] = {}
-    for scenario in ("comm-only", "calibrated"):
+    for scenario, compress_scale in SCENARIOS.items():
         results: dict[str, Any] = {}
         bar = tqdm(POLICIES, disable=args.quiet or not sys.stderr.isatty(), file=sys.stderr)
         for label, policy, params in bar:
             bar.set_description(f"{scenario}: {label}")
-            if scenario == "comm-only":
-                with zero_compression_cost():
-                    results[label] = run_policy(policy, params, iterations, args.seed)
-            else:
-                results[label] = run_policy(policy, params, iterations, args.seed)
+            results[label] = run_policy(policy, params, iterations, args.seed, compress_scale)
         scenarios[scenario] = summarise(results, args.progress)
         if scenario == "comm-only":
             plot(results, args.out)

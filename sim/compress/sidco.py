@@ -1,8 +1,8 @@
 """SIDCo: multi-stage threshold estimation with sparsity-inducing distributions.
 
 Stage 1 fits the nonzero magnitudes and keeps a fraction ``d1`` (0.25, or the target if that is
-larger); each later stage fits the exceedances of the survivors over their minimum and keeps a
-fixed fraction ``rho`` of them, with ``d1 * rho^(S-1)`` equal to the target. The number of stages
+larger); each later stage fits the exceedances over the previous threshold and keeps a fixed
+fraction ``rho`` of the survivors, with ``d1 * rho^(S-1)`` equal to the target. The number of stages
 ``S`` adapts per key: the achieved/target ratio is averaged over ``window`` calls and a stage is
 added or removed when the average leaves [0.8, 1.2]; the direction is learned per key (see
 :meth:`SidcoCompressor._adapt`).
@@ -55,7 +55,8 @@ class SidcoCompressor(SparseCompressor):
         first_ratio: fraction kept by the first stage when there is more than one.
     """
 
-    density_band = (0.5, 2.0)  # one call; the window average is held to [0.8, 1.25] by adaptation
+    # one call; the average over calls is held near [0.8, 1.2] by the stage adaptation
+    density_band = (0.5, 2.0)
     #: fit of the first stage: "exp", "gp" or "gamma"
     first_fit = "exp"
     #: fit of later stages: "exp" or "gp"
@@ -111,40 +112,30 @@ class SidcoCompressor(SparseCompressor):
     def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
         """Run the stages, then record the achieved/target ratio for adaptation.
 
-        Stage 1 and stage 2 need only moments, computed chunk by chunk without gathering
-        the quarter of the entries that survive stage 1 (the costliest step on a CPU); stage 2
-        also records block maxima so the selection at its threshold reads only the blocks that
-        can contain survivors. Later stages work on the gathered survivors. Every later stage
-        fits the exceedances over the previous threshold (the location of the
+        Every stage needs only moments: of the nonzero magnitudes (stage 1) or of the
+        exceedances over the previous threshold (later stages, the location of the
         peaks-over-threshold model; the smallest survivor converges to it as sizes grow).
+        They are computed chunk by chunk (:mod:`sim.compress.magnitude_stats`) without
+        gathering the survivors, a quarter of the entries after stage 1 and the costliest step
+        on a CPU; the last pass also records block maxima, so the final selection reads only
+        the blocks that can hold survivors.
         """
         m = abs_moments(flat, squares=self.first_fit == "gp", logs=self.first_fit == "gamma")
         if m.nnz <= k:
             return torch.nonzero(flat).squeeze(1)
         ratios = stage_ratios(k / m.nnz, self.stages(key), self.first_ratio)
         eta = self._first_threshold(m, ratios[0])
-        maxima = None
-        if len(ratios) > 1:
-            maxima = block_maxima_buffer(flat)
-            count, total, total_sq = exceedance_moments(flat, eta, squares=self.later_fit == "gp", maxima=maxima)
-            if count >= 2:
-                mean = total / count
-                eta = self._later_threshold(mean, max(total_sq / count - mean * mean, 0.0), ratios[1], eta)
+        maxima = block_maxima_buffer(flat) if len(ratios) > 1 else None
+        for ratio in ratios[1:]:
+            count, total, total_sq = exceedance_moments(
+                flat, eta, squares=self.later_fit == "gp", maxima=maxima
+            )
+            if count < 2:
+                break  # nothing left to fit: keep the previous threshold
+            mean = total / count
+            var = max(total_sq / count - mean * mean, 0.0)
+            eta = self._later_threshold(mean, var, ratio, eta)
         idx = indices_above_abs(flat, eta, maxima)
-        vals = flat.index_select(0, idx).abs()
-        for ratio in ratios[2:]:
-            if vals.numel() < 2:
-                break
-            exc = vals - eta
-            mean = float(exc.mean())
-            var = float(exc.var(unbiased=False)) if self.later_fit == "gp" else 0.0
-            new_eta = self._later_threshold(mean, var, ratio, eta)
-            keep = torch.nonzero(vals > new_eta).squeeze(1)
-            if keep.numel() == 0:
-                break  # an over-high estimate would send nothing: keep the previous stage
-            eta = new_eta
-            idx = idx.index_select(0, keep)
-            vals = vals.index_select(0, keep)
         if self.adapt:
             self._adapt(key, idx.numel() / k)
         return idx

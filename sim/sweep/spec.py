@@ -57,6 +57,7 @@ __all__ = [
     "expand_spec",
     "Normalizer",
     "SPEC_KEYS",
+    "REPORT_KEYS",
 ]
 
 #: Top-level keys a spec may hold, with what they mean (used in error messages and docs).
@@ -70,6 +71,15 @@ SPEC_KEYS: dict[str, str] = {
     "(a case's own 'grid' table is crossed for that case only)",
     "report": "table of report hints (tta_target, heatmap_x, heatmap_y)",
 }
+
+#: Hints the ``[report]`` table may hold (see docs/sweeps.md).
+REPORT_KEYS: tuple[str, ...] = (
+    "tta_target",
+    "heatmap_x",
+    "heatmap_y",
+    "heatmap_choice",
+    "heatmap_facet",
+)
 
 #: Keys whose string values name files; relative paths are taken relative to the spec file.
 _PATH_KEYS = ("trace", "workload", "gradient_trace")
@@ -194,6 +204,16 @@ def parse_spec(raw: Mapping[str, Any], *, source: str = "<spec>") -> SweepSpec:
     if not grid and not cases and not base:
         raise InputError(f"{src}: the spec defines no runs (add [base], [grid] or [[cases]])")
     report = dict(raw.get("report", {}))
+    for key, value in report.items():
+        if key not in REPORT_KEYS:
+            raise InputError(
+                f"{src}: report.{key}: unknown report hint (known: {', '.join(REPORT_KEYS)})"
+            )
+        if key == "tta_target":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"{src}: report.tta_target: must be a number")
+        elif not isinstance(value, str):
+            raise InputError(f"{src}: report.{key}: must be a column name (string)")
     return SweepSpec(
         name=name,
         description=description,

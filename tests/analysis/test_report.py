@@ -196,3 +196,14 @@ def test_report_cli_exports_figures(tmp_path: Path) -> None:
         "fake-speed-up-per-policy.png",
     ]
     assert not (out / "report.html").exists()
+
+
+def test_report_says_when_planned_runs_are_missing(tmp_path: Path) -> None:
+    import shutil
+
+    out = _sweep(tmp_path)
+    victim = sorted((out / "runs").iterdir())[0]
+    shutil.rmtree(victim)  # as if the sweep had been interrupted before this run
+    res = load_results(out)
+    assert res.missing == 1 and len(res.runs) == 15
+    assert "1 planned run(s) are not finished" in render_report(res)

@@ -7,25 +7,14 @@ from pathlib import Path
 
 from sim.cluster import Cluster
 from sim.collectives import IntraNodeLink
-from sim.compress.spec import SAME_INDEX, CompressorSpec, Payload, get_spec, register_spec
 from sim.engine import IterationModel
 from sim.workloads import WorkloadProfile
 from traces.model import PiecewiseTrace, TraceSet
 
-#: A dense "compressor" that costs no time, so hand-computed timings do not depend on the
-#: calibrated compression times of the real ``none`` spec.
-FREE_DENSE = "test-free-dense"
-try:
-    get_spec(FREE_DENSE)
-except ValueError:
-    register_spec(
-        CompressorSpec(
-            FREE_DENSE,
-            SAME_INDEX + ("allgather",),
-            lambda n, d, b: Payload(float(n * b)),
-            description="test only: dense, zero compute time",
-        )
-    )
+#: The dense "compressor" of the timing tests; they build their models with
+#: ``compress_scale=0`` so hand-computed timings do not depend on the calibrated compression
+#: times. (Registering a test-only spec instead would leak into the compressor registry tests.)
+FREE_DENSE = "none"
 
 
 def write_profile(
@@ -84,8 +73,11 @@ def model(
     *,
     bucket_bytes: float = 25e6,
     intra: IntraNodeLink | None = None,
+    compress_scale: float = 1.0,
 ) -> IterationModel:
     """An iteration model of ``prof`` on ``workers`` sharing ``trace``."""
     ts = TraceSet.single(trace)
     cluster = Cluster.build(workers, ts, intra or IntraNodeLink(), horizon_s=1.0)
-    return IterationModel(prof, cluster, bucket_bytes=bucket_bytes)
+    return IterationModel(
+        prof, cluster, bucket_bytes=bucket_bytes, compress_scale=compress_scale
+    )

@@ -233,6 +233,18 @@ def test_annotate_records_columns() -> None:
         annotate_records(m, ["topk"], [0.1, 0.2])
 
 
+def test_convergence_columns_for_borrowing_profile() -> None:
+    from sim.convergence import convergence_columns, time_to_target_s
+
+    cols, meta = convergence_columns("bert-base", ["topk"] * 300, [0.01] * 300)
+    assert meta["gradient_trace"] == "char-lstm" and meta["borrowed"]
+    assert len(cols["pred_loss"]) == 300
+    m = ConvergenceModel.bundled("char-lstm")
+    ends = np.arange(1, 301) * 0.5
+    t = time_to_target_s(m, cols["progress"], ends, 2.0)
+    assert t is not None and t > 0.5 * (m.dense_iterations_to(2.0, "loss") or 0)
+
+
 def test_trace_for_profile_borrows() -> None:
     assert trace_for_profile("char-lstm") == ("char-lstm", False, "gradient statistics captured from char-lstm")
     src, borrowed, note = trace_for_profile("resnet50")

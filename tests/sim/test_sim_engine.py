@@ -110,7 +110,10 @@ def test_time_varying_path_matches_closed_form_within_a_segment(decision: Decisi
 
 def test_several_buckets_without_compute_run_back_to_back() -> None:
     # Three layers of 10 MB each, cap 10 MB: three buckets, all ready at time 0.
-    m = model(profile([2_500_000] * 3), 8, PiecewiseTrace.constant(LAT, BW), bucket_bytes=10e6)
+    m = model(
+        profile([2_500_000] * 3), 8, PiecewiseTrace.constant(LAT, BW), bucket_bytes=10e6,
+        compress_scale=0.0,
+    )
     assert len(m.buckets) == 3
     res = m.run(m.plan(Decision(FREE_DENSE, 1.0, "ring")), 0.0)
     one = cm.ring_allreduce(8, 10e6).time_s(LAT, BW)
@@ -126,7 +129,7 @@ def test_overlap_by_hand() -> None:
     prof = profile(
         [12_500_000, 37_500_000], forward_s=0.1, backward_s=0.2, optimizer_s=0.01, weights=[1, 1]
     )
-    m = model(prof, 2, PiecewiseTrace.constant(0.0, 1e9), bucket_bytes=1.0)
+    m = model(prof, 2, PiecewiseTrace.constant(0.0, 1e9), bucket_bytes=1.0, compress_scale=0.0)
     plan = m.plan(Decision(FREE_DENSE, 1.0, "ring"))
     assert plan.compress_s == (0.0, 0.0)
     res = m.run(plan, 0.0)
@@ -139,7 +142,9 @@ def test_overlap_by_hand() -> None:
 
 def test_comm_fully_hidden_when_fast() -> None:
     prof = profile([1000, 1000], forward_s=0.1, backward_s=0.2, weights=[1, 1])
-    m = model(prof, 2, PiecewiseTrace.constant(0.0, 1e12), bucket_bytes=1.0)
+    m = model(
+        prof, 2, PiecewiseTrace.constant(0.0, 1e12), bucket_bytes=1.0, compress_scale=0.0
+    )
     res = m.run(m.plan(Decision(FREE_DENSE, 1.0, "ring")), 0.0)
     # The first layer's bucket is ready only at the end of backward: 4000 B / 1e12 B/s exposed.
     assert math.isclose(res.exposed_comm_s, 4000 / 1e12, rel_tol=1e-9)
@@ -149,7 +154,7 @@ def test_bandwidth_drop_mid_transfer_by_hand() -> None:
     # 2 workers, ring moves m = 1e9 bytes: at 1e9 B/s until 0.5 s then 0.5e9 B/s: 0.5 s for half,
     # 1 s for the rest -> 1.5 s.
     tr = PiecewiseTrace([0.0, 0.5], [0.0, 0.0], [1e9, 0.5e9])
-    m = model(profile([250_000_000]), 2, tr, bucket_bytes=1e12)
+    m = model(profile([250_000_000]), 2, tr, bucket_bytes=1e12, compress_scale=0.0)
     res = m.run(m.plan(Decision(FREE_DENSE, 1.0, "ring")), 0.0)
     assert math.isclose(res.iter_s, 1.5, rel_tol=1e-12)
 
@@ -201,7 +206,8 @@ def test_slower_trace_never_faster(
     slow = PiecewiseTrace(t, [1e-4] * len(bws), [b * factor for b in bws])
     prof = profile([3_000_000, 1_000_000], forward_s=0.01, backward_s=0.02)
     d = Decision(FREE_DENSE, 1.0, "ring")
-    mf, ms = model(prof, 8, fast, bucket_bytes=4e6), model(prof, 8, slow, bucket_bytes=4e6)
+    mf = model(prof, 8, fast, bucket_bytes=4e6, compress_scale=0.0)
+    ms = model(prof, 8, slow, bucket_bytes=4e6, compress_scale=0.0)
     a, b = mf.run(mf.plan(d), start).iter_s, ms.run(ms.plan(d), start).iter_s
     assert b >= a * (1 - 1e-12)
 
@@ -282,7 +288,7 @@ def test_observations_and_oracle(tmp_path: Path) -> None:
 
 
 def test_stragglers_slow_compute_deterministically() -> None:
-    base = dict(
+    base: dict[str, Any] = dict(
         workload="resnet50", workers=64, trace="seed003-steps", policy="dense", iterations=20
     )
     plain, _ = run_simulation(SimConfig(**base))

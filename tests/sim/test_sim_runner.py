@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import hypothesis.strategies as st
 import numpy as np
@@ -15,11 +16,12 @@ from sim.rundir import read_run
 from sim.runner import SimConfig, default_compressor, run_simulation, simulate_to_dir
 from sim.schema import REQUIRED_COLUMNS
 
-BASE = {"workload": "tiny", "workers": 4, "trace": "const:lat_ms=1,bw_gbps=10"}
+BASE: dict[str, Any] = {"workload": "tiny", "workers": 4, "trace": "const:lat_ms=1,bw_gbps=10"}
 
 
 def test_round_trip_and_hashable() -> None:
-    cfg = SimConfig(**BASE, policy_params={"density": 0.1}, iterations=7, seed=3)
+    # A mapping is accepted at run time and frozen to sorted pairs (the field's declared type).
+    cfg = SimConfig(**BASE, policy_params={"density": 0.1}, iterations=7, seed=3)  # type: ignore[arg-type]
     d = cfg.to_dict()
     assert d["policy_params"] == {"density": 0.1}
     json.dumps(d)
@@ -107,7 +109,7 @@ def test_shortcuts_pick_the_compressor() -> None:
     with pytest.raises(InputError, match="no parameter 'density'"):
         SimConfig(**BASE, policy="dense", density=0.1).resolved_policy_params()
     with pytest.raises(InputError, match="both"):
-        SimConfig(**BASE, density=0.1, policy_params={"density": 0.2}).resolved_policy_params()
+        SimConfig(**BASE, density=0.1, policy_params=(("density", 0.2),)).resolved_policy_params()
 
 
 def test_records_have_the_schema(tmp_path: Path) -> None:
@@ -162,7 +164,7 @@ def test_per_link_traces_are_paced_by_the_bottleneck(tmp_path: Path) -> None:
     )
     worst = tmp_path / "worst.csv"
     worst.write_text("time_s,latency_s,bandwidth_Bps\n0,0.002,5e8\n0.05,0.002,2e8\n0.2,0.001,2e8\n")
-    kw = dict(workload="resnet50", workers=3, policy="dense", iterations=5)
+    kw: dict[str, Any] = dict(workload="resnet50", workers=3, policy="dense", iterations=5)
     per_link, meta = run_simulation(SimConfig(**kw, trace=str(links)))
     pointwise, _ = run_simulation(SimConfig(**kw, trace=str(worst)))
     assert np.allclose(per_link["iter_s"], pointwise["iter_s"], rtol=1e-12)
@@ -181,7 +183,7 @@ def test_per_link_traces_are_paced_by_the_bottleneck(tmp_path: Path) -> None:
         ({"collective": "ring", "compressor": "topk", "density": 0.1}, "cannot use collective"),
     ],
 )
-def test_bad_input_raises_input_error(change: dict[str, object], match: str) -> None:
+def test_bad_input_raises_input_error(change: dict[str, Any], match: str) -> None:
     with pytest.raises(InputError, match=match):
         run_simulation(SimConfig(**{**BASE, **change}))
 
@@ -194,7 +196,7 @@ def test_malformed_trace_file(tmp_path: Path) -> None:
 
 
 def test_compress_scale_scales_compression_time() -> None:
-    kw = dict(**BASE, collective="allgather", density=0.05, iterations=3)
+    kw: dict[str, Any] = dict(**BASE, collective="allgather", density=0.05, iterations=3)
     one, _ = run_simulation(SimConfig(**kw))
     two, _ = run_simulation(SimConfig(**kw, compress_scale=2.0))
     none, _ = run_simulation(SimConfig(**kw, compress_scale=0.0))

@@ -67,6 +67,8 @@ def test_case_overrides_base_and_nested_tables_merge() -> None:
         ("name = 'x'", "defines no runs"),
         ("[base]\niterations = 0", "iterations"),
         ("[[cases]]\ntrace = 'moon'", "trace"),
+        ("[base]\npolicy='dense'\n[report]\nheatmap = 'x'", "report.heatmap: unknown report hint"),
+        ("[base]\npolicy='dense'\n[report]\ntta_target = 'high'", "report.tta_target"),
     ],
 )
 def test_malformed_spec_names_the_field(tmp_path: Path, text: str, needle: str) -> None:
@@ -136,3 +138,35 @@ def test_a_case_grid_is_crossed_for_that_case_only() -> None:
     assert all("grid" not in r.config for r in runs)
     with pytest.raises(InputError, match=r"cases\[0\].*grid.policy"):
         parse_spec({"cases": [{"grid": {"policy": "dense"}}]})
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "b", "c", "params.x"]),
+        st.lists(st.integers(0, 50), min_size=1, max_size=4, unique=True),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(1, 3),
+)
+def test_expansion_is_the_full_cross_product(grid: dict, n_seeds: int) -> None:
+    nested: dict = {}
+    for key, values in grid.items():
+        node = nested
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = values
+    spec = parse_spec({"seeds": n_seeds, "grid": nested})
+    runs = expand_spec(spec)
+    assert len(runs) == spec.n_runs
+    assert len({run_id(r.config) for r in runs}) == len(runs)
+    for key, values in grid.items():
+        parts = key.split(".")
+        seen = set()
+        for r in runs:
+            node = r.config
+            for part in parts:
+                node = node[part]
+            seen.add(node)
+        assert seen == set(values)

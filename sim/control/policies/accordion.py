@@ -4,17 +4,28 @@ Accordion (Agarwal et al., MLSys 2021) keeps compression low during "critical re
 training, detected when the gradient norm changes fast: every few epochs, if
 ``|prev_norm - norm| / prev_norm >= threshold`` (0.5) training is critical. Here the norm of an
 interval is the mean of ``Observation.grad_norm`` over ``interval_steps`` steps; the first
-interval counts as critical (early training is). Without gradient norms the policy stays at
-``critical_density``.
+interval counts as critical (early training is).
+
+The gradient norm must come from somewhere: in real runs the hook measures it; in the simulator
+the engine reads it from the workload's gradient trace (:func:`sim.engine.grad_norm_source`)
+and leaves it ``None`` when the workload has none bundled. Without gradient norms there is
+nothing to detect a regime change with, so the policy stays at ``critical_density`` (the
+conservative choice: less compression, no risk to accuracy) and says so once, with a logged
+warning, after ``interval_steps`` steps without a norm; :attr:`AccordionPolicy.norms_seen` tells
+a caller whether any norm arrived.
 """
 
 from __future__ import annotations
+
+import logging
 
 from ..registry import register_policy
 from ..types import Observation
 from .density_base import DensityPolicy
 
 __all__ = ["AccordionPolicy"]
+
+_log = logging.getLogger(__name__)
 
 
 @register_policy(
@@ -56,12 +67,28 @@ class AccordionPolicy(DensityPolicy):
         self._sum = 0.0
         self._count = 0
         self._prev_norm: float | None = None
+        self._without_norm = 0
+        self._warned = False
         self.critical = True
+        #: Whether any observation so far carried a gradient norm.
+        self.norms_seen = False
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         if obs.grad_norm is not None and obs.grad_norm >= 0.0:
             self._sum += float(obs.grad_norm)
             self._count += 1
+            self.norms_seen = True
+        elif obs.step > 0 and not self.norms_seen:
+            self._without_norm += 1
+            if self._without_norm >= self.interval_steps and not self._warned:
+                self._warned = True
+                _log.warning(
+                    "accordion: no gradient norm in %d observations (Observation.grad_norm is "
+                    "None; in the simulator the workload needs a gradient trace): staying at "
+                    "critical_density %g",
+                    self._without_norm,
+                    self.critical_density,
+                )
         if self._count >= self.interval_steps:
             norm = self._sum / self._count
             if self._prev_norm is not None and self._prev_norm > 0.0:

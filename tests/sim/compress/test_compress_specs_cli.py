@@ -129,3 +129,20 @@ def test_cli_bad_npz_exit_2(tmp_path: Path) -> None:
 def test_calibration_file_is_the_packaged_one() -> None:
     assert CALIBRATION_PATH.name == "calibration.json" and CALIBRATION_PATH.parent.name == "compress"
     assert math.isfinite(json.loads(CALIBRATION_PATH.read_text())["devices"]["cpu"]["topk"]["per_element_s"])
+
+
+def test_synthetic_inputs_are_seeded_and_have_the_right_shape_of_tail() -> None:
+    import torch
+
+    from sim.compress.bench import synthetic
+
+    def draw(dist: str, seed: int) -> torch.Tensor:
+        return synthetic(dist, 200_000, torch.Generator().manual_seed(seed))
+
+    assert torch.equal(draw("laplace", 1), draw("laplace", 1))
+    assert not torch.equal(draw("laplace", 1), draw("laplace", 2))
+    # median of |x|: Gaussian 0.674, Laplace ln 2 = 0.693, Student-t(3) 0.765
+    for dist, median in (("gaussian", 0.674), ("laplace", 0.693), ("student-t", 0.765)):
+        assert float(draw(dist, 3).abs().median()) == pytest.approx(median, rel=0.02), dist
+    with pytest.raises(InputError):
+        synthetic("cauchy", 10, torch.Generator())

@@ -1,0 +1,111 @@
+"""Benchmark of every compressor: time per call and estimation quality, as a Markdown report.
+
+Runs on one thread (one CPU core). Baseline: exact ``torch.topk`` (the ``topk`` compressor),
+measured in the same run on the same vectors; "vs topk" is its fastest compress time divided by
+each compressor's. Quality is achieved/target density averaged over calls (SIDCo after stage
+adaptation). Example (the command behind docs/benchmarks/compression.md):
+
+    python benchmarks/bench_compressors.py --sizes 1M,10M --density 0.001,0.01 --out /tmp/bench.md
+
+Sizes of 25M take about 1.4 s per exact top-k call on such a machine; add them with --sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from sim.compress.bench import (
+    DISTRIBUTIONS,
+    BenchRow,
+    bench_compressors,
+    fit_compute_model,
+    parse_count,
+    write_calibration,
+)
+
+SIDCO = ("sidco-exp", "sidco-gp", "sidco-gamma")
+
+
+def _table(rows: list[BenchRow]) -> list[str]:
+    lines = [
+        "| compressor | input | numel | density | ms/call (median) | ms/call (min) | +decompress ms (min) | achieved/target | gain | vs topk |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (r.numel, r.density, r.input, r.compressor)):
+        ratio = "-" if r.ratio is None else f"{r.ratio:.3f}"
+        speed = "-" if r.speedup_vs_topk is None else f"{r.speedup_vs_topk:.2f}x"
+        lines.append(
+            f"| {r.compressor} | {r.input} | {r.numel:,} | {r.density:g} | {r.time_s * 1e3:.2f} | "
+            f"{r.min_time_s * 1e3:.2f} | {r.total_min_s * 1e3:.2f} | {ratio} | {r.gain:.4f} | {speed} |"
+        )
+    return lines
+
+
+def _summary(rows: list[BenchRow]) -> list[str]:
+    lines = ["| SIDCo variant | input | numel | density | speed-up vs torch.topk | achieved/target |", "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        if r.compressor in SIDCO and r.numel >= 10_000_000 and r.speedup_vs_topk is not None:
+            lines.append(
+                f"| {r.compressor} | {r.input} | {r.numel:,} | {r.density:g} | {r.speedup_vs_topk:.2f}x | {r.ratio:.3f} |"
+            )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print (or write) the Markdown report."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="1M,10M")
+    p.add_argument("--density", default="0.001,0.01")
+    p.add_argument("--dist", default=",".join(DISTRIBUTIONS))
+    p.add_argument("--compressors", default="")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--calls", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="write the Markdown here instead of stdout")
+    p.add_argument("--calibrate", action="store_true", help="also refit sim/compress/calibration.json (cpu) from these rows")
+    p.add_argument("--machine", default="2-core x86-64 CPU VM, no GPU", help="recorded with --calibrate")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    rows = bench_compressors(
+        names=[n for n in args.compressors.split(",") if n] or None,
+        sizes=[parse_count(s) for s in args.sizes.split(",")],
+        densities=[float(d) for d in args.density.split(",")],
+        distributions=[d for d in args.dist.split(",") if d],
+        repeats=args.repeats,
+        calls=args.calls,
+        seed=args.seed,
+        progress=lambda n: print(".", end="", file=sys.stderr, flush=True),
+    )
+    elapsed = time.perf_counter() - t0
+    if args.calibrate:
+        command = "python benchmarks/bench_compressors.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_calibration(fit_compute_model(rows), device="cpu", machine=args.machine, command=command)
+    lines = [
+        f"Command: `python benchmarks/bench_compressors.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
+        f"(torch {torch.__version__}, 1 thread, {elapsed:.0f} s wall).",
+        "",
+        "SIDCo against exact top-k at 10M+ elements:",
+        "",
+        *_summary(rows),
+        "",
+        "All compressors:",
+        "",
+        *_table(rows),
+    ]
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    print(file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
