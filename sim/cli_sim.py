@@ -155,6 +155,12 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         default="auto",
         help="link monitor: auto (off for dense/fixed unless their collective is auto), on, off",
     )
+    p.add_argument(
+        "--convergence",
+        default="auto",
+        choices=("auto", "off"),
+        help="auto: add progress and predicted loss/accuracy from captured gradient statistics",
+    )
     p.add_argument("--fidelity", default="analytic", help="fidelity level (analytic)")
     p.add_argument("--out", help="run directory to write (records.parquet, meta.json)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
@@ -193,6 +199,7 @@ def _sim_config(args: argparse.Namespace) -> Any:
         * 1e9
         / 8,
         monitor=args.monitor,
+        convergence=args.convergence,
     )
 
 

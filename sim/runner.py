@@ -127,6 +127,10 @@ class SimConfig:
             multiple of it).
         intra_latency_s, intra_bandwidth_Bps: the intra-node link of ``hierarchical``.
         dtype_bytes: bytes per gradient element (4 = fp32).
+        convergence: ``"auto"`` adds ``progress``, ``pred_loss`` and ``pred_accuracy`` columns
+            from the convergence model and a bundled gradient trace (borrowed from the most
+            similar captured workload for large-model profiles; ``meta.json`` says which);
+            ``"off"`` skips them.
         monitor: feed a :class:`sim.control.monitor.LinkMonitor` and give its estimates to the
             policy: ``"on"``, ``"off"`` or ``"auto"`` (on except for the static ``dense`` and
             ``fixed`` policies with a fixed collective, which ignore them; with
@@ -155,6 +159,7 @@ class SimConfig:
     intra_bandwidth_Bps: float = 100e9
     dtype_bytes: int = 4
     monitor: str = "auto"
+    convergence: str = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
@@ -205,6 +210,8 @@ class SimConfig:
             )
         if self.monitor not in ("auto", "on", "off"):
             raise InputError(f"monitor must be auto, on or off, got {self.monitor!r}")
+        if self.convergence not in ("auto", "off"):
+            raise InputError(f"convergence must be auto or off, got {self.convergence!r}")
         if self.collective is not None and self.collective not in (*COLLECTIVES, _AUTO):
             raise InputError(
                 f"collective: unknown {self.collective!r}; known: auto, {', '.join(COLLECTIVES)}"
@@ -309,7 +316,39 @@ def run_simulation(
     """
     from .engine import simulate
 
-    return simulate(cfg, progress=progress, traces=traces)
+    records, meta = simulate(cfg, progress=progress, traces=traces)
+    if cfg.convergence == "auto":
+        records, meta = _add_convergence(cfg, records, meta)
+    return records, meta
+
+
+def _add_convergence(
+    cfg: SimConfig, records: pd.DataFrame, meta: dict[str, Any]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Statistical efficiency: progress and predicted loss/accuracy per iteration.
+
+    Uses the bundled gradient trace of the profile's own real workload, or borrows the most
+    similar one (named in ``meta["convergence"]``). A profile loaded from a file that matches no
+    captured workload gets the nearest family's statistics, also recorded in the meta.
+    """
+    from .convergence import convergence_columns
+
+    try:
+        cols, conv_meta = convergence_columns(
+            cfg.workload, records["compressor"].tolist(), records["density"].tolist()
+        )
+    except InputError as exc:
+        # E.g. a compressor the gradient traces hold no gains for: the run stays valid, without
+        # statistical efficiency, and says why.
+        meta = dict(meta)
+        meta["convergence"] = {"skipped": str(exc)}
+        return records, meta
+    records = records.copy()
+    for name in ("progress", "pred_loss", "pred_accuracy"):
+        records[name] = cols[name]
+    meta = dict(meta)
+    meta["convergence"] = conv_meta
+    return records, meta
 
 
 def simulate_to_dir(
