@@ -2,10 +2,12 @@
 
 Usage: ``python benchmarks/bench_realrun.py [--steps 300] [--repeats 3] [--json] [--only X]``
 
-1. Hook overhead (``--only overhead``): digits-cnn and char-lstm, 2 gloo ranks, no emulation;
-   the compctl hook with the dense policy against DDP's built-in allreduce (the baseline, run
-   interleaved in the same invocation). Reported: median iteration time of each and the ratio
-   hook / built-in (each run's first 10 iterations left out; median over ``--repeats`` runs).
+1. Hook overhead (``--only overhead``): digits-cnn and char-lstm, 2 gloo ranks, no emulation.
+   In the same two processes, a DDP model with DDP's built-in allreduce (the baseline) and one
+   with the compctl hook (dense policy) train alternately on the same batches (order swapped
+   every iteration, a barrier before each), so load drift on a shared machine hits both.
+   Reported: median iteration time of each (first 10 left out) and their ratio hook /
+   built-in, median over ``--repeats`` process pairs.
 2. Validation (``--only validate``): digits-cnn, 2 ranks, hook emulation, for the dense, a
    fixed-density (top-k 10% over allgather) and an adaptive (dc2-aimd, comm target 20 ms) policy, each under a
    constant and a varying trace. Calibration is fitted on the dense constant-trace run
@@ -44,19 +46,77 @@ def _median_iter(path: Path, skip: int = 10) -> float:
     return float(rec["iter_s"].iloc[skip:].median())
 
 
+def _overhead_rank(rank: int, world: int, port: int, wl_name: str, steps: int,
+                   q: Any) -> None:
+    """One rank: a plain DDP model and a hooked one, trained alternately on the same batches,
+    so machine-load drift hits both equally. Puts (builtin_times, hook_times) on ``q``."""
+    import os
+    import time
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import realrun.hook as _h
+    from realrun.hook import CompressionHookState
+    compression_hook = _h.compression_hook
+    from realrun.workloads import get_workload
+    from sim.control import make_policy
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    wl = get_workload(wl_name)
+    plain = DDP(wl.build_model(0))
+    model = wl.build_model(0)
+    hooked = DDP(model)
+    state = CompressionHookState(controller=make_policy("dense"), world_size=world, rank=rank,
+                                 param_names={id(p): n for n, p in model.named_parameters()})
+    hooked.register_comm_hook(state, compression_hook)
+    opts = [wl.make_optimizer(plain.parameters()), wl.make_optimizer(hooked.parameters())]
+    data = wl.batches(rank, world, wl.default_batch_size, 0)
+    times: list[list[float]] = [[], []]
+    for it in range(steps):
+        x, y = next(data)
+        order = (0, 1) if it % 2 == 0 else (1, 0)
+        for k in order:
+            m = (plain, hooked)[k]
+            dist.barrier()
+            t = time.perf_counter()
+            wl.loss_fn(m(x), y).backward()
+            opts[k].step()
+            opts[k].zero_grad()
+            times[k].append(time.perf_counter() - t)
+            if k == 1:
+                state.end_iteration(iter_s=times[1][-1])
+    if rank == 0:
+        q.put(times)
+    dist.destroy_process_group()
+
+
 def bench_overhead(tmp: Path, steps: int, repeats: int) -> list[dict[str, Any]]:
+    import torch.multiprocessing as mp
+
+    from realrun.launcher import free_port
+
     out = []
+    ctx = mp.get_context("spawn")
     for wl in ("digits-cnn", "char-lstm"):
-        hook_t, base_t = [], []
-        for rep in range(repeats):
-            for use_hook in (False, True):
-                cfg = RealConfig(workload=wl, steps=steps, emulation="none", use_hook=use_hook,
-                                 eval_every=steps)
-                d = launch(cfg, tmp / f"ovh-{wl}-{rep}-{use_hook}")
-                (hook_t if use_hook else base_t).append(_median_iter(d))
-        h, b = statistics.median(hook_t), statistics.median(base_t)
-        out.append({"workload": wl, "builtin_ms": b * 1e3, "hook_ms": h * 1e3,
-                    "ratio": h / b, "runs": repeats})
+        ratios, base_ms, hook_ms = [], [], []
+        for _ in range(repeats):
+            q = ctx.SimpleQueue()
+            mp.start_processes(_overhead_rank, args=(2, free_port(), wl, steps, q), nprocs=2,
+                               join=True, start_method="spawn")
+            base, hook = q.get()
+            b = statistics.median(base[10:])
+            h = statistics.median(hook[10:])
+            ratios.append(h / b)
+            base_ms.append(b * 1e3)
+            hook_ms.append(h * 1e3)
+        out.append({"workload": wl, "builtin_ms": statistics.median(base_ms),
+                    "hook_ms": statistics.median(hook_ms),
+                    "ratio": statistics.median(ratios), "ratios": ratios, "runs": repeats,
+                    "steps": steps})
     return out
 
 

@@ -57,7 +57,8 @@ examples:
       --densities 1,0.1,0.01,0.001 --target loss=1.0 --target accuracy=0.8 --out p.json --json
 
 Without --trace the bundled trace of the workload is used. Fixed-density runs missing from
---runs are trained first (real, minutes on a small CPU) and added to the file.
+--runs are trained first (real, minutes on a small CPU) and added to the file. All four
+parameters (lam, mu, alpha, phase) are fitted unless --mu / --phase fix them.
 """
 
 _PRED_EPILOG = """\
@@ -239,7 +240,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         curves.append(RealCurve(tuple(c.densities), tuple(c.eval_steps), tuple(c.eval_loss),
                                 tuple(c.eval_accuracy), label=spec))
     params = calibrate(
-        tr, curves, targets, compressor=args.compressor, mu=None if args.fit_mu else 1.0, phase=args.phase,
+        tr, curves, targets, compressor=args.compressor, mu=args.mu, phase=args.phase,
         note=f"compctl convergence-calibrate on {', '.join(specs)}; runs in {runs_path.name}",
     )
     params.save(args.out)
@@ -344,7 +345,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     c.add_argument("--compressor", default="topk")
     c.add_argument("--steps", type=int, default=None, help="run length (default: the trace's)")
     c.add_argument("--runs", default=None, help="real-runs JSON (default: the bundled one)")
-    c.add_argument("--fit-mu", action="store_true", help="fit mu too (default: mu = 1)")
+    c.add_argument("--mu", type=float, default=None,
+                   help="fix the lag-turnover parameter mu (1 = the residual's own); default: fit it")
+    c.add_argument("--fit-mu", action="store_true", help=argparse.SUPPRESS)  # the default now; old scripts
     c.add_argument("--phase", type=float, default=None,
                    help="fix the phase parameter (0 = no late-training lag decay); default: fit it")
     c.add_argument("--out", required=True, help="parameters JSON to write")

@@ -386,6 +386,12 @@ class CompressionHookState:
 # ---------------------------------------------------------------------------- timing helpers
 
 
+def _sq(t: torch.Tensor) -> float:
+    """Squared L2 norm; a float32 dot product (no temporary copies: this runs every bucket)."""
+    flat = t.reshape(-1)
+    return float(torch.dot(flat, flat))
+
+
 def _union_s(spans: list[tuple[float, float]]) -> float:
     """Total length of the union of ``spans``."""
     total = 0.0
@@ -426,7 +432,7 @@ def compression_hook(
     buf = bucket.buffer()
     nbytes = buf.numel() * buf.element_size()
     cur.grad_bytes += nbytes
-    sq = float(torch.sum(buf.double() ** 2))
+    sq = _sq(buf)
     cur.norm_sq += sq
     d = cur.decision
     if cur.warmup or (d.compressor == "none" and d.collective in SAME_INDEX):
@@ -511,8 +517,8 @@ def _compressed_sync(
         own = values_at(compensated, idx)
         local = sparse_from(idx, own, numel)
         state.memory.update(compensated, local.view_as(compensated), key)
-        num = float(torch.sum(local.double() ** 2))
-        den = float(torch.sum(compensated.double() ** 2))
+        num = _sq(local)
+        den = _sq(compensated)
     elif comp.layout == "lowrank":
         if d.collective not in SAME_INDEX:
             raise InputError(f"{d.compressor} needs an allreduce collective, not {d.collective!r}")
@@ -521,8 +527,8 @@ def _compressed_sync(
         c, local, stats = compress_with_feedback(
             comp, state.memory, flat, d.density, key=key, step=cur.iteration
         )
-        num = float(torch.sum(local.double() ** 2))
-        den = num / stats.gain if stats.gain > 0.0 else float(torch.sum(flat.double() ** 2))
+        num = _sq(local)
+        den = num / stats.gain if stats.gain > 0.0 else _sq(flat)
         t1 = time.perf_counter()
         start = state._begin_comm()
         out, terms = _exchange(state, comp, c, d, numel, esize)
@@ -565,8 +571,8 @@ def _powersgd(
     local = comp.local_decompress(rnd)
     state.memory.update(compensated, local, key)
     out = comp.decompress_pq(rnd, q).reshape(-1)
-    num = float(torch.sum(local.double() ** 2))
-    den = float(torch.sum(compensated.double() ** 2))
+    num = _sq(local)
+    den = _sq(compensated)
     return out, terms, num, den, t1, t2
 
 

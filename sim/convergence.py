@@ -21,8 +21,9 @@ char-lstm with momentum SGD), a loss of efficiency per step. Per iteration ``t``
 
 Parameters: ``lam`` (lag per iteration of staleness), ``alpha`` (per-step efficiency ``g ** alpha``),
 ``phase`` (later in training a given staleness costs less lag: halved after ``phase``
-iterations; 0 turns this off) and ``mu`` (turnover speed, 1 by default). They are calibrated per
-workload on real runs at a few fixed densities (:func:`calibrate`). More gain never predicts
+iterations; 0 turns this off) and ``mu`` (how fast the lag follows a density change; 1 = the
+residual's own turnover). All four are calibrated per workload on real runs at a few fixed
+densities (:func:`calibrate`). More gain never predicts
 less progress: gains are looked up by iteration (not by progress), ``L_t`` increases and ``q_t``
 decreases with every ``s_u``, and the running maximum keeps that order; a
 Hypothesis test checks it.
@@ -454,16 +455,17 @@ def calibrate(
     targets: Sequence[tuple[str, float]],
     *,
     compressor: str = "topk",
-    mu: float | None = 1.0,
+    mu: float | None = None,
     phase: float | None = None,
     note: str = "",
 ) -> ConvergenceParams:
-    """Fit ``lam``, ``alpha`` and ``phase`` (and ``mu`` if ``mu`` is None) to real runs.
+    """Fit ``lam``, ``alpha``, ``mu`` and ``phase`` to real runs (``mu``/``phase`` if not given).
 
-    ``phase`` is fitted unless given (0 fixes it off).
-    ``mu`` defaults to 1, the residual's own turnover (a residual holding ``1/g - 1``
-    iterations of gradient is renewed at rate ``g``); fitting it too tends to overfit the
-    fixed-density runs at the expense of schedules that change density (docs/convergence.md).
+    ``phase`` is fitted unless given (0 fixes it off); ``mu`` likewise (1 = the residual's own
+    turnover: a residual holding ``1/g - 1`` iterations of gradient is renewed at rate ``g``).
+    Fitting ``mu`` on fixed densities alone is what predicts density *switches* best on
+    digits-mlp and digits-cnn (the lag follows a switch at about a quarter to a half of the
+    residual's turnover; docs/benchmarks/convergence.md); pass ``mu=1.0`` for the older fit.
 
     Minimises the sum over runs and targets of ``log(predicted / real)^2`` of the iterations to
     reach each target (a target the real run misses is skipped): a coarse grid over the free

@@ -109,15 +109,20 @@ def test_more_gain_never_slower(
     assert np.all(np.diff(p_lo) >= 0)
 
 
-def test_calibration_recovers_known_parameters() -> None:
-    truth = model(lam=0.6, mu=1.0, alpha=0.2, phase=150.0)
+def _fixed_runs(truth: ConvergenceModel) -> list[RealCurve]:
     runs = []
     for d in (1.0, 0.1, 0.01, 0.001):
         pred = truth.predict([d] * 300)
         ev = np.arange(0, 301, 10)
         runs.append(RealCurve((d,) * 300, tuple(ev), tuple(pred.loss[ev]), tuple(pred.accuracy[ev])))
+    return runs
+
+
+def test_calibration_recovers_known_parameters() -> None:
+    truth = model(lam=0.6, mu=1.0, alpha=0.2, phase=150.0)
     targets = [("loss", v) for v in (1.5, 1.0, 0.7, 0.5, 0.3, 0.2)]
-    fit = calibrate(truth.trace, runs, targets)
+    fit = calibrate(truth.trace, _fixed_runs(truth), targets, mu=1.0)
+    assert fit.mu == 1.0
     fitted = ConvergenceModel(truth.trace, fit)
     for d in (0.003, 0.0003):
         a = truth.iterations_to_target([d] * 300, 1.0)
@@ -125,6 +130,21 @@ def test_calibration_recovers_known_parameters() -> None:
         assert a is not None and b is not None
         assert abs(b - a) / a < 0.05
     assert fit.fit_rms_log_error < 0.03
+
+
+def test_calibration_with_mu_free_predicts_a_switching_schedule() -> None:
+    # A slow lag turnover (mu = 0.3) shows in fixed-density runs only through the start-up
+    # transient; fitted from those alone it must still predict a schedule that switches.
+    truth = model(lam=2.0, mu=0.3, alpha=0.0, phase=0.0)
+    targets = [("loss", v) for v in (1.5, 1.0, 0.7, 0.5, 0.3, 0.2)]
+    fit = calibrate(truth.trace, _fixed_runs(truth), targets, phase=0.0)
+    fitted = ConvergenceModel(truth.trace, fit)
+    sched = [0.1] * 60 + [0.001] * 120 + [0.01] * 120
+    for v in (1.0, 0.5):
+        a = truth.iterations_to_target(sched, v)
+        b = fitted.iterations_to_target(sched, v)
+        assert a is not None and b is not None
+        assert abs(b - a) / a < 0.05
 
 
 def test_iterations_to_target_curve_interpolates() -> None:
