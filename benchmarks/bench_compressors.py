@@ -16,7 +16,9 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
 from sim.compress.bench import (
@@ -56,6 +58,28 @@ def _summary(rows: list[BenchRow]) -> list[str]:
     return lines
 
 
+def capture_raw_gradients(workload: str, steps: int, every: int, seed: int) -> dict[str, torch.Tensor]:
+    """Train a built-in real workload (``realrun.workloads``) with plain SGD for ``steps`` steps and
+    return its full flattened gradient every ``every`` steps (one benchmark input each)."""
+    from realrun.workloads import get_workload
+
+    wl = get_workload(workload)
+    model = wl.build_model(seed)
+    opt = wl.make_optimizer(model.parameters())
+    batches = wl.batches(0, 1, wl.default_batch_size, seed)
+    out: dict[str, torch.Tensor] = {}
+    for step in range(steps):
+        x, y = next(batches)
+        opt.zero_grad()
+        wl.loss_fn(model(x), y).backward()
+        if step % every == 0:
+            out[f"{workload}-step{step}"] = torch.cat(
+                [p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]
+            ).detach().clone()
+        opt.step()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print (or write) the Markdown report."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,13 +90,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--calls", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmup", type=int, default=30, help="untimed calls for adaptive compressors")
     p.add_argument("--out", default=None, help="write the Markdown here instead of stdout")
+    p.add_argument("--capture", default=None, metavar="WORKLOAD", help="also benchmark raw gradients of a built-in workload (digits-mlp, digits-cnn, char-lstm)")
+    p.add_argument("--capture-steps", type=int, default=200, help="training steps for --capture")
+    p.add_argument("--capture-every", type=int, default=50, help="keep the gradient every N steps")
+    p.add_argument("--save-captured", default=None, metavar="NPZ", help="write the captured gradients (for compctl bench compressors --input)")
     p.add_argument("--calibrate", action="store_true", help="also refit sim/compress/calibration.json (cpu) from these rows")
     p.add_argument("--machine", default="2-core x86-64 CPU VM, no GPU", help="recorded with --calibrate")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
+    captured = None
+    if args.capture:
+        captured = capture_raw_gradients(args.capture, args.capture_steps, args.capture_every, args.seed)
+        if args.save_captured:
+            arrays: dict[str, Any] = {k: v.numpy() for k, v in captured.items()}
+            np.savez(args.save_captured, **arrays)
     rows = bench_compressors(
+        captured=captured,
         names=[n for n in args.compressors.split(",") if n] or None,
         sizes=[parse_count(s) for s in args.sizes.split(",")],
         densities=[float(d) for d in args.density.split(",")],
@@ -80,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         repeats=args.repeats,
         calls=args.calls,
         seed=args.seed,
+        warmup_calls=args.warmup,
         progress=lambda n: print(".", end="", file=sys.stderr, flush=True),
     )
     elapsed = time.perf_counter() - t0

@@ -50,10 +50,11 @@ def netns_unavailable_reason() -> str | None:
 
 
 def tbf_args(bandwidth_Bps: float) -> list[str]:
-    """``tbf`` parameters for a rate: burst ~4 ms of traffic (at least 2 full packets + the
-    kernel's per-tick need), queue up to 100 ms, so TCP sees a smooth bottleneck."""
+    """``tbf`` parameters for a rate: burst of 1 ms of traffic but at least two full-size
+    packets, queue up to 100 ms. A small burst matters: between iterations the bucket refills,
+    and a large one would let the start of every collective pass at line rate."""
     rate_bit = max(int(round(bandwidth_Bps * 8)), 8000)
-    burst = max(int(bandwidth_Bps * 0.004), 16_000)
+    burst = max(int(bandwidth_Bps * 0.001), 3028)
     return ["rate", f"{rate_bit}bit", "burst", str(burst), "latency", "100ms"]
 
 

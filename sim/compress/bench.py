@@ -121,7 +121,9 @@ def synthetic(distribution: str, numel: int, gen: torch.Generator) -> torch.Tens
 
 
 def load_captured(path: Path) -> dict[str, torch.Tensor]:
-    """Every array of a ``.npz`` file, flattened to float32 (one benchmark input each)."""
+    """Every float array of a ``.npz`` file of raw gradients, flattened to float32 (one benchmark
+    input each). Gradient-statistics traces written by ``compctl capture`` hold no raw
+    gradients and are refused with a clear message."""
     if not path.exists():
         raise InputError(f"{path}: no such file")
     try:
@@ -129,6 +131,12 @@ def load_captured(path: Path) -> dict[str, torch.Tensor]:
             arrays = {name: np.asarray(data[name]) for name in data.files}
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+    if {"kept_sq", "comp_sq", "header"} <= set(arrays):
+        raise InputError(
+            f"{path}: this is a gradient-statistics trace (compctl capture), not raw gradients; "
+            "give an .npz whose float arrays are gradient vectors "
+            "(e.g. python benchmarks/bench_compressors.py --capture digits-mlp --save-captured g.npz)"
+        )
     out: dict[str, torch.Tensor] = {}
     for name, arr in arrays.items():
         if arr.dtype.kind != "f" or arr.size == 0:
@@ -202,7 +210,7 @@ def bench_compressors(
     distributions: Sequence[str] = DISTRIBUTIONS,
     repeats: int = 3,
     calls: int = 3,
-    warmup_calls: int = 15,
+    warmup_calls: int = 30,
     seed: int = 0,
     device: str = "cpu",
     captured: dict[str, torch.Tensor] | None = None,
@@ -227,7 +235,10 @@ def bench_compressors(
     for dist in distributions:
         if dist not in DISTRIBUTIONS:
             raise InputError(f"unknown distribution {dist!r}; known: {', '.join(DISTRIBUTIONS)}")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise InputError(f"unknown torch device {device!r}; use cpu or cuda") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError("device cuda requested but CUDA is not available")
     rows: list[BenchRow] = []

@@ -22,7 +22,7 @@ _EPILOG = """\
 examples:
   compctl bench compressors --sizes 100k --density 0.01            # quick look, all compressors
   compctl bench compressors --sizes 1M,10M --density 0.001,0.01 --compressors topk,sidco-exp,dgc
-  compctl bench compressors --input grads.npz --density 0.001 --json    # captured gradients
+  compctl bench compressors --input grads.npz --dist '' --density 0.001 --json   # captured only
   compctl bench compressors --sizes 1M,4M --calibrate              # refresh calibration.json
 
 Times are per compress call on one thread (--threads), over --repeats vectors x --calls calls,
@@ -166,7 +166,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--calls", type=int, default=3, help="timed calls per vector and compressor (default 3)"
     )
     p.add_argument(
-        "--warmup", type=int, default=15, help="untimed calls for adaptive compressors (default 15)"
+        "--warmup", type=int, default=30, help="untimed calls for adaptive compressors (default 30)"
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the synthetic inputs and compressors"

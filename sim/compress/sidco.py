@@ -34,6 +34,8 @@ __all__ = ["SidcoCompressor", "SidcoExponential", "SidcoGPareto", "SidcoGamma", 
 log = logging.getLogger(__name__)
 
 _LOW, _HIGH = 0.8, 1.2
+#: windows after which a stage count's measured error is forgotten (the search then resumes)
+_MEMORY_WINDOWS = 10
 
 
 def stage_ratios(density: float, stages: int, first_ratio: float = 0.25) -> list[float]:
@@ -91,7 +93,8 @@ class SidcoCompressor(SparseCompressor):
         self._stages: dict[Key, int] = {}
         self._history: dict[Key, list[float]] = {}
         self._direction: dict[Key, int] = {}
-        self._last_err: dict[Key, float] = {}
+        self._windows: dict[Key, int] = {}
+        self._errors: dict[Key, dict[int, tuple[float, int]]] = {}
 
     def stages(self, key: Key = 0) -> int:
         """The stage count currently used for ``key``."""
@@ -147,9 +150,13 @@ class SidcoCompressor(SparseCompressor):
 
         Which way to move depends on the tail. Measured on 1M-element vectors (see
         docs/compression.md): with exponential fits, more stages *lower* the ratio on
-        Student-t data but *raise* it on Gaussian data. So the direction is learned per key: it
-        starts at +1 (add a stage) and flips whenever the last move left the average further
-        from 1 (in log scale) than before it, or a bound on the stage count is reached.
+        Student-t data but *raise* it on Gaussian data. So the move is a local search over
+        the stage count, per key, on the error ``|ln(average ratio)|`` of each window: go to a
+        neighbouring count known to be better; otherwise try an unmeasured neighbour (in the
+        direction of the last improvement, adding a stage first); if both neighbours are known
+        to be worse, stay. Records older than ``_MEMORY_WINDOWS`` windows are forgotten so the
+        search resumes when the gradients drift. (A plain "flip direction when worse" rule
+        cycled on real char-LSTM gradients: 2 -> 3 -> 2 -> 1 -> 2 -> 3 ... stages.)
         """
         hist = self._history.setdefault(key, [])
         hist.append(ratio)
@@ -157,22 +164,27 @@ class SidcoCompressor(SparseCompressor):
             return
         avg = sum(hist) / len(hist)
         hist.clear()
+        now = self._windows[key] = self._windows.get(key, 0) + 1
+        s = self.stages(key)
         err = abs(math.log(max(avg, 1e-12)))
-        prev_err = self._last_err.get(key)
-        self._last_err[key] = err
+        records = self._errors.setdefault(key, {})
+        records[s] = (err, now)
         if _LOW <= avg <= _HIGH:
             return
+        fresh = {n: e for n, (e, when) in records.items() if now - when <= _MEMORY_WINDOWS}
         direction = self._direction.get(key, 1)
-        if prev_err is not None and err > prev_err:
-            direction = -direction
-        s = self.stages(key)
-        if not (1 <= s + direction <= self.max_stages):
-            direction = -direction
-        new = min(self.max_stages, max(1, s + direction))
-        self._direction[key] = direction
-        if new != s:
-            log.debug("sidco key %r: ratio %.3f, stages %d -> %d", key, avg, s, new)
-            self._stages[key] = new
+        neighbours = [n for n in (s + direction, s - direction) if 1 <= n <= self.max_stages]
+        better = [n for n in neighbours if n in fresh and fresh[n] < err]
+        unknown = [n for n in neighbours if n not in fresh]
+        if better:
+            new = min(better, key=lambda n: fresh[n])
+        elif unknown:
+            new = unknown[0]
+        else:
+            return  # a local optimum: both neighbours measured worse
+        self._direction[key] = 1 if new > s else -1
+        log.debug("sidco key %r: ratio %.3f, stages %d -> %d", key, avg, s, new)
+        self._stages[key] = new
 
     def state_dict(self) -> dict[str, Any]:
         """Stage counts and pending ratios per key."""
@@ -180,7 +192,8 @@ class SidcoCompressor(SparseCompressor):
             "stages": dict(self._stages),
             "history": {k: list(v) for k, v in self._history.items()},
             "direction": dict(self._direction),
-            "last_err": dict(self._last_err),
+            "windows": dict(self._windows),
+            "errors": {k: dict(v) for k, v in self._errors.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -188,7 +201,11 @@ class SidcoCompressor(SparseCompressor):
         self._stages = {k: int(v) for k, v in state.get("stages", {}).items()}
         self._history = {k: [float(x) for x in v] for k, v in state.get("history", {}).items()}
         self._direction = {k: int(v) for k, v in state.get("direction", {}).items()}
-        self._last_err = {k: float(v) for k, v in state.get("last_err", {}).items()}
+        self._windows = {k: int(v) for k, v in state.get("windows", {}).items()}
+        self._errors = {
+            k: {int(n): (float(e), int(w)) for n, (e, w) in v.items()}
+            for k, v in state.get("errors", {}).items()
+        }
 
 
 @register_compressor("sidco-exp")

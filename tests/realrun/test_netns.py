@@ -52,7 +52,8 @@ def _rate(marks: list[tuple[float, int]], t0: float, a: float, b: float) -> floa
 def test_tbf_args_scale_with_rate() -> None:
     args = tbf_args(1.25e6)
     assert args[:2] == ["rate", "10000000bit"]
-    assert int(args[3]) >= 16_000
+    assert int(args[3]) == 3028  # two full-size Ethernet frames at this low rate
+    assert int(tbf_args(1e9)[3]) == 1_000_000  # 1 ms of traffic at high rates
 
 
 def test_measured_bandwidth_follows_two_step_trace() -> None:
@@ -90,3 +91,23 @@ def test_lab_cleans_up_namespaces_on_error() -> None:
         raise RuntimeError("boom")
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(n in listed for n in names)
+
+
+def test_real_run_in_netns_mode_is_paced_by_the_shaped_link(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from realrun.config import RealConfig
+    from realrun.launcher import launch
+    from sim.rundir import read_run
+
+    # digits-mlp dense: 38,440 bytes per allreduce; at 2 MB/s a 2-rank ring moves them in ~19 ms.
+    cfg = RealConfig(workload="digits-mlp", steps=6, emulation="netns", eval_every=6,
+                     trace="const:lat_ms=1,bw_mbps=16")
+    out = launch(cfg, Path(str(tmp_path)) / "r")
+    rec, meta = read_run(out)
+    assert meta["emulation"] == {"mode": "netns", "delay": "hook", "bandwidth": "tbf"}
+    model_s = 2 * 0.001 + rec["bytes_sent"].iloc[-1] / 2e6
+    assert (rec["comm_s"].iloc[2:] > 0.8 * model_s).all(), rec["comm_s"].tolist()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    # the run's namespaces (cc<hex>-hub, cc<hex>-r<i>) are gone
+    assert not [ln for ln in listed.splitlines() if ln.startswith("cc") and "-hub" in ln]

@@ -106,6 +106,7 @@ def test_cli_captured_npz(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         (["--density", "2"], "density must be"),
         (["--compressors", "nope"], "unknown compressor"),
         (["--dist", "cauchy"], "unknown distribution"),
+        (["--device", "tpu9"], "unknown torch device"),
         (["--input", "/no/such.npz"], "no such file"),
         (["--sizes", "1k", "--calibrate", "--compressors", "topk", "--repeats", "1", "--calls", "1"], "two different sizes"),
     ],
