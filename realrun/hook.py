@@ -101,6 +101,17 @@ class _Interval:
 
 
 @dataclass
+class _Pending:
+    """An agreement launched by ``end_iteration(wait=False)``, not yet collected."""
+
+    cur: _Accum
+    table: torch.Tensor
+    work: Any
+    n_buckets: int
+    timed: bool
+
+
+@dataclass
 class _Accum:
     """What this rank measured in the iteration in progress."""
 
@@ -186,6 +197,9 @@ class CompressionHookState:
         self._last: IterationStats | None = None
         self._grad_bytes = 0
         self._layouts: dict[str, tuple[str, ...]] = {}
+        self._pending: _Pending | None = None
+        self._checked: set[Decision] = set()
+        self._terms: dict[tuple[str, int], AlphaBeta] = {}
 
     # ------------------------------------------------------------------ per iteration
     def _observation(self) -> Observation:
@@ -210,15 +224,21 @@ class CompressionHookState:
     def _begin_iteration(self) -> _Accum:
         if self._cur is not None and self._cur.closed:
             # The caller did not call end_iteration: agree now, before deciding.
-            self.end_iteration()
+            self.end_iteration(wait=False)
         if self._cur is not None:
             return self._cur
+        if self._pending is not None:
+            # The previous iteration's agreement was launched asynchronously after its optimizer
+            # step; it has had the whole forward pass to finish, so this wait is usually free.
+            self._finish_pending()
         warm = self.step < self.warmup_steps
         if warm:
             decision = Decision()
         else:
             decision = self.controller.decide(self._observation())
-            check_compatible(decision.compressor, decision.collective)
+            if decision not in self._checked:
+                check_compatible(decision.compressor, decision.collective)
+                self._checked.add(decision)
         owner: int | None = None
         if decision.collective.startswith("artopk"):
             owner = (
@@ -235,24 +255,35 @@ class CompressionHookState:
             self._cur.closed = True
             self.step += 1
 
-    def end_iteration(self, *, iter_s: float | None = None) -> IterationStats:
+    def end_iteration(
+        self, *, iter_s: float | None = None, wait: bool = True
+    ) -> IterationStats | None:
         """Agree the finished iteration's measurements across ranks (one small allreduce), feed
         the monitor and the VAR owner, append to :attr:`history` and return the agreed stats.
 
         Call it after the optimizer step (``iter_s``: the iteration's wall time on this rank);
         otherwise the hook calls it at the next iteration's first bucket, without ``iter_s``.
+
+        With ``wait=False`` the allreduce is only launched and ``None`` is returned: it
+        completes in the background during the next forward pass and is collected at the next
+        iteration's first bucket (or by :meth:`flush`), so the agreement costs no synchronous
+        round trip on the critical path. The stats then appear in :attr:`history` one
+        iteration later; the controller sees them before its next decision either way.
         """
         cur = self._cur
         if cur is None or not cur.closed:
             raise RuntimeError("end_iteration called before the iteration's last bucket")
+        if self._pending is not None:
+            self._finish_pending()
         n_b = len(cur.intervals)
         services = _service_times(cur.intervals)
         comm_s = _union_s([(iv.start, iv.end) for iv in cur.intervals])
         exposed = sum(iv.end - iv.start for iv in cur.intervals if iv.blocking) + _union_s(
             [(max(iv.start, cur.last_entry), iv.end) for iv in cur.intervals if not iv.blocking]
         )
-        it_s = float("nan") if iter_s is None else float(iter_s)
-        compute = it_s - exposed - cur.compress_s if iter_s is not None else float("nan")
+        # NaN (unknown) travels as -1: every real value is >= 0, so the max stays meaningful.
+        it_s = -1.0 if iter_s is None else float(iter_s)
+        compute = it_s - exposed - cur.compress_s if iter_s is not None else -1.0
         local = [
             it_s,
             comm_s,
@@ -266,9 +297,31 @@ class CompressionHookState:
             *services,
         ]
         width = len(local)
-        table = torch.zeros(self.world_size, width, dtype=torch.float64)
-        table[self.rank] = torch.tensor(local, dtype=torch.float64).nan_to_num(nan=-1.0)
-        dist.all_reduce(table, group=self.process_group)
+        # Each rank fills its own row of a zero table; a SUM allreduce then hands every rank
+        # all rows, from which maxima (timings) and sums (gain terms) are taken locally.
+        rows = [0.0] * (self.world_size * width)
+        rows[self.rank * width : (self.rank + 1) * width] = local
+        table = torch.tensor(rows, dtype=torch.float64).view(self.world_size, width)
+        work = dist.all_reduce(table, group=self.process_group, async_op=True)
+        self._pending = _Pending(cur, table, work, n_b, iter_s is not None)
+        self._cur = None
+        if wait:
+            return self._finish_pending()
+        return None
+
+    def flush(self) -> IterationStats | None:
+        """Collect an agreement launched by ``end_iteration(wait=False)``; returns its stats
+        (``None`` when nothing is pending). Call it after the last iteration."""
+        if self._pending is None:
+            return None
+        return self._finish_pending()
+
+    def _finish_pending(self) -> IterationStats:
+        pend = self._pending
+        assert pend is not None
+        self._pending = None
+        pend.work.wait()
+        cur, table, n_b = pend.cur, pend.table, pend.n_buckets
         tmax = table.max(dim=0).values.tolist()
         tsum = table.sum(dim=0).tolist()
         for iv, svc in zip(cur.intervals, tmax[9 : 9 + n_b], strict=True):
@@ -277,14 +330,15 @@ class CompressionHookState:
             self._var.update(table[:, 8].clamp(min=0.0).sqrt().tolist())
         lat, bw = self.monitor.estimate()
         gain = tsum[5] / tsum[6] if tsum[6] > 0.0 else 1.0
+        timed = pend.timed
         stats = IterationStats(
             iteration=cur.iteration,
             decision=cur.decision,
-            iter_s=tmax[0] if iter_s is not None else float("nan"),
+            iter_s=tmax[0] if timed else float("nan"),
             comm_s=tmax[1],
             exposed_comm_s=tmax[2],
             compress_s=tmax[3],
-            compute_s=max(tmax[4], 0.0) if iter_s is not None else float("nan"),
+            compute_s=max(tmax[4], 0.0) if timed else float("nan"),
             bytes_sent=tmax[7],
             gain=gain,
             grad_norm=math.sqrt(max(tsum[8], 0.0) / self.world_size),
@@ -297,8 +351,16 @@ class CompressionHookState:
             self._grad_bytes = cur.grad_bytes
         self.history.append(stats)
         self._last = stats
-        self._cur = None
         return stats
+
+    def _collective_terms(self, collective: str, nbytes: int) -> AlphaBeta:
+        """Alpha-beta terms of a dense bucket exchange, cached (same few shapes every step)."""
+        key = (collective, nbytes)
+        terms = self._terms.get(key)
+        if terms is None:
+            terms = collective_terms(collective, self.world_size, float(nbytes))
+            self._terms[key] = terms
+        return terms
 
     # ------------------------------------------------------------------ helpers
     def _key_and_perm(self, bucket: dist.GradBucket) -> tuple[str | int, torch.Tensor | None]:
@@ -349,6 +411,7 @@ class CompressionHookState:
         controller, monitor, VAR owner, last agreed stats. Save with ``torch.save``."""
         if self._cur is not None:
             raise RuntimeError("checkpoint between iterations (after end_iteration)")
+        self.flush()
         return {
             "step": self.step,
             "grad_bytes": self._grad_bytes,
@@ -381,6 +444,7 @@ class CompressionHookState:
         self._layouts = dict(state.get("layouts", {}))
         self.history = list(state["history"])
         self._cur = None
+        self._pending = None
 
 
 # ---------------------------------------------------------------------------- timing helpers
@@ -458,7 +522,7 @@ def _dense_async(
     state: CompressionHookState, cur: _Accum, buf: torch.Tensor, collective: str
 ) -> torch.futures.Future[torch.Tensor]:
     n = state.world_size
-    terms = collective_terms(collective, n, float(buf.numel() * buf.element_size()))
+    terms = state._collective_terms(collective, buf.numel() * buf.element_size())
     start = state._begin_comm()
     buf.div_(n)
     launch = time.perf_counter()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_fakes import GRAD_BYTES, LINKS, fake_run, normalize
+from sweep_fakes import GRAD_BYTES, LINKS, fake_run, normalize
 
 from analysis.browser_check import check_in_browser, find_browser
 from analysis.load import load_results, load_sweep, policy_label

@@ -16,7 +16,7 @@ from sim.errors import InputError
 from sim.sweep import expand_spec, parse_spec, run_id, run_sweep
 from sim.sweep.executor import FAILURES_FILE, PLAN_FILE, RUNS_DIR
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/, where sweep_fakes lives
 
 
 def _runs(n_seeds: int = 4, **extra: object) -> list:

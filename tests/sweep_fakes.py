@@ -1,4 +1,4 @@
-"""A stand-in run function for sweep tests: fast, deterministic, configurable failures."""
+"""A stand-in run function for sweep and report tests: fast, deterministic, configurable failures."""
 
 from __future__ import annotations
 
