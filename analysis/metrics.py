@@ -11,7 +11,9 @@ compared with the ``dense`` run and with the best ``fixed`` run on one basis:
 * otherwise the mean iteration time (throughput alone: it always favours compressing more, which
   is why the report says which basis it used).
 
-Speed-ups are ``baseline / run`` on that basis: above 1 means faster than the baseline.
+Speed-ups are ``baseline / run`` on that basis: above 1 means faster than the baseline. The
+``iter_speedup_*`` columns always compare mean iteration times (throughput alone), and
+``tta_target`` holds the target each run's ``tta_s`` was measured against.
 """
 
 from __future__ import annotations
@@ -41,9 +43,12 @@ METRIC_UNITS: dict[str, tuple[str, str]] = {
     "total_bytes": ("bytes sent", "B"),
     "total_time_s": ("run time", "s"),
     "mean_density": ("mean density", ""),
+    "tta_target": ("target", ""),
     "tta_s": ("time to accuracy", "s"),
     "speedup_vs_dense": ("speed-up vs dense", "x"),
     "speedup_vs_best_fixed": ("speed-up vs best fixed", "x"),
+    "iter_speedup_vs_dense": ("per-iteration speed-up vs dense", "x"),
+    "iter_speedup_vs_best_fixed": ("per-iteration speed-up vs best fixed", "x"),
 }
 
 
@@ -95,7 +100,11 @@ def run_metrics(results: Results) -> pd.DataFrame:
             "mean_bandwidth_Bps": g["bandwidth_Bps"].mean(),
         }
     ).reset_index()
-    m = results.runs.merge(m, on="run_id", how="inner")
+    # The configured ``iterations`` (and any other name clash) yields to the measured value: a
+    # merge would otherwise rename both to ``iterations_x`` / ``iterations_y``.
+    clash = [c for c in m.columns if c != "run_id" and c in results.runs.columns]
+    runs = results.runs.drop(columns=clash)
+    m = runs.merge(m, on="run_id", how="inner")
     scen = results.scenario_columns
     acc_col = _accuracy_column(rec)
     basis = "mean_iter_s"
@@ -103,10 +112,14 @@ def run_metrics(results: Results) -> pd.DataFrame:
         runs_with_acc = rec.groupby("run_id")[acc_col].apply(lambda s: s.notna().any())
         if bool(runs_with_acc.all()):
             basis = "tta_s"
-            m["tta_s"] = _tta_per_run(rec, m, scen, acc_col, results.hints.get("tta_target"))
+            m["tta_target"], m["tta_s"] = _tta_per_run(
+                rec, m, scen, acc_col, results.hints.get("tta_target"))
     m["speedup_basis"] = f"time to target {acc_col}" if basis == "tta_s" else "iteration time"
     m["speedup_vs_dense"] = _relative(m, scen, basis, m.get("policy") == "dense")
     m["speedup_vs_best_fixed"] = _relative(m, scen, basis, m.get("policy") == "fixed")
+    # Throughput alone, whatever the basis above: what a run gains per iteration.
+    m["iter_speedup_vs_dense"] = _relative(m, scen, "mean_iter_s", m.get("policy") == "dense")
+    m["iter_speedup_vs_best_fixed"] = _relative(m, scen, "mean_iter_s", m.get("policy") == "fixed")
     return m
 
 
@@ -119,9 +132,11 @@ def _groups(m: pd.DataFrame, scen: list[str]) -> list[np.ndarray]:
 
 def _tta_per_run(
     rec: pd.DataFrame, m: pd.DataFrame, scen: list[str], col: str, target: float | None
-) -> pd.Series:
+) -> tuple[pd.Series, pd.Series]:
+    """(target used, seconds to reach it) per run."""
     by_run = dict(tuple(rec.groupby("run_id", sort=False)))
     out = pd.Series(np.nan, index=m.index, dtype=float)
+    targets = pd.Series(np.nan, index=m.index, dtype=float)
     for idx in _groups(m, scen):
         ids = m["run_id"].iloc[idx]
         if target is None:
@@ -130,7 +145,8 @@ def _tta_per_run(
             tgt = float(target)
         for i, r in zip(idx, ids, strict=True):
             out.iloc[i] = time_to_accuracy_s(by_run[r], col, tgt)
-    return out
+            targets.iloc[i] = tgt
+    return targets, out
 
 
 def _relative(m: pd.DataFrame, scen: list[str], basis: str, is_base: object) -> pd.Series:

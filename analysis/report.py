@@ -111,6 +111,12 @@ def report_figures(
         return []
     scenario = results.scenario_columns
     basis = str(metrics["speedup_basis"].iloc[0])
+    if "tta_target" in metrics.columns:
+        targets = sorted({float(t) for t in metrics["tta_target"].dropna()})
+        if len(targets) == 1:
+            basis += f" >= {targets[0]:.4g}"
+        elif targets:
+            basis += f" (targets {targets[0]:.4g} to {targets[-1]:.4g}, per scenario)"
     figures: list[tuple[str, str, Figure | None]] = [
         ("Density and link delay over time",
          "Top: the link's one-way delay; bottom: the density each policy chose (first seed).",
@@ -182,8 +188,9 @@ def render_report(results: Results) -> str:
     keep = ["run_id", *scenario, "policy_label"] + [
         c
         for c in (
-            "mean_iter_s", "mean_exposed_comm_s", "bytes_per_iter", "mean_density", "tta_s",
-            "speedup_vs_dense", "speedup_vs_best_fixed",
+            "mean_iter_s", "mean_exposed_comm_s", "bytes_per_iter", "mean_density", "tta_target",
+            "tta_s", "speedup_vs_dense", "speedup_vs_best_fixed", "iter_speedup_vs_dense",
+            "iter_speedup_vs_best_fixed",
         )
         if c in metrics.columns
     ]

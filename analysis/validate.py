@@ -6,16 +6,27 @@ workers, trace, policy and parameters, iterations, seed, bucket size). :func:`co
 two runs by iteration and reports the mean absolute percentage error (MAPE) of the iteration
 time and of the communication time, and their Pearson correlations.
 
-Calibration (:class:`Calibration`, fitted by :func:`fit_calibration` on one real run, applied to
-others) has two constants:
+Calibration (:class:`Calibration`, fitted by :func:`fit_calibration` on calibration runs, applied
+to others) has these constants, each one a knob the simulator has:
 
-* ``compute_scale``: the real compute time per iteration over the profile's
-  ``forward_s + backward_s + optimizer_s`` (the machine and process count differ from the
-  profile's reference);
-* ``extra_latency_s``: the per-latency-term overhead of the real transport (Python, the process
-  group's thread hand-off, sleep granularity), added to every latency of the trace.
+* ``compute_scale`` (``SimConfig.compute_scale``), from a dense run: the real non-communication
+  time per iteration over the profile's ``forward_s + backward_s + optimizer_s`` (the machine
+  and process count differ from the profile's reference);
+* ``extra_latency_s``, from the same dense run: the per-latency-term overhead of the real
+  transport (Python, the process group's thread hand-off, sleep granularity), added to every
+  latency of the trace;
+* ``compress_scale`` (``SimConfig.compress_scale``), from a compressed run (optional): the real
+  non-communication time beyond ``compute_scale``'s compute, over the simulator's compression
+  time of that run's decisions (real compression also pays the hook's synchronous-path work);
+* ``agreement_s`` (added to ``SimConfig.overhead_s`` for runs whose hook agreed measurements
+  every step, i.e. adaptive policies), from a second compressed run with the same decisions
+  and ``agreement="each-step"`` (optional): its median non-communication time minus the
+  first compressed run's; the CPU price of the per-step agreement collective;
+* ``overhead_s`` (``SimConfig.overhead_s``): a fixed per-iteration time; 0 unless set by hand.
 
-The first ``skip`` iterations (warm-up and DDP's first-iteration set-up) are left out.
+The simulated run's trace clock is aligned with the real one: the real clock starts at
+iteration 1 (iteration 0 is DDP's set-up), so the simulated trace is delayed by the simulated
+iteration 0. The first ``skip`` iterations (warm-up and set-up) are left out of the comparison.
 """
 
 from __future__ import annotations
@@ -56,6 +67,9 @@ class Calibration:
     compute_scale: float = 1.0
     extra_latency_s: float = 0.0
     fitted_on: str = ""
+    compress_scale: float = 1.0
+    overhead_s: float = 0.0
+    agreement_s: float = 0.0
 
     def to_json(self) -> str:
         """JSON text (what ``--save-calibration`` writes)."""
@@ -70,12 +84,18 @@ class Calibration:
         try:
             d = json.loads(p.read_text())
             cal = cls(float(d["compute_scale"]), float(d["extra_latency_s"]),
-                      str(d.get("fitted_on", "")))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                      str(d.get("fitted_on", "")), float(d.get("compress_scale", 1.0)),
+                      float(d.get("overhead_s", 0.0)), float(d.get("agreement_s", 0.0)))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             raise InputError(
                 f"{p}: not a calibration file (needs compute_scale, extra_latency_s)"
             ) from None
-        if not (cal.compute_scale >= 0 and math.isfinite(cal.extra_latency_s)):
+        ok = (cal.compute_scale >= 0 and math.isfinite(cal.compute_scale)
+              and math.isfinite(cal.extra_latency_s)
+              and cal.compress_scale >= 0 and math.isfinite(cal.compress_scale)
+              and cal.overhead_s >= 0 and math.isfinite(cal.overhead_s)
+              and cal.agreement_s >= 0 and math.isfinite(cal.agreement_s))
+        if not ok:
             raise InputError(f"{p}: calibration values out of range")
         return cal
 
@@ -154,29 +174,54 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         seed=int(cfg["seed"]),
         bucket_bytes=float(cfg.get("bucket_cap_mb", 25.0)) * 2**20,
         compute_scale=cal.compute_scale,
+        compress_scale=cal.compress_scale,
+        overhead_s=cal.overhead_s + (cal.agreement_s if _agreed_each_step(meta) else 0.0),
     )
 
 
-def _shifted_trace_file(spec: str, extra_latency_s: float, tmp: Path) -> str:
-    """Write ``spec``'s trace with ``extra_latency_s`` added to every latency; returns the path."""
+def _agreed_each_step(meta: dict[str, Any]) -> bool:
+    """Whether the real run's hook agreed its measurements every step (a per-iteration cost)."""
+    if "agree_each_step" in meta:
+        return bool(meta["agree_each_step"])
+    from realrun.config import RealConfig
+
+    try:
+        cfg = RealConfig.from_dict(dict(meta.get("config") or {}))
+    except (InputError, TypeError):
+        return True
+    return cfg.use_hook and cfg.agree_each_step()
+
+
+def _adjusted_trace_file(spec: str, extra_latency_s: float, delay_s: float, horizon_s: float,
+                         tmp: Path) -> str:
+    """Write ``spec``'s trace with ``extra_latency_s`` added to every latency and its schedule
+    delayed by ``delay_s`` (the initial state held from 0), unrolled to ``horizon_s``."""
     from traces.bundled import resolve_trace
     from traces.csvio import write_trace_csv
     from traces.model import PiecewiseTrace, TraceSet
 
     ts = resolve_trace(spec)
-    links = {
-        lab: PiecewiseTrace(tr.time_s, np.maximum(tr.latency_s + extra_latency_s, 0.0),
-                            tr.bandwidth_Bps, tr.loss, period_s=tr.period_s, name=tr.name)
-        for lab, tr in ts.links.items()
-    }
-    path = tmp / "calibrated_trace.csv"
+    links = {}
+    for lab, tr in ts.links.items():
+        if delay_s > 0.0 and not tr.is_constant:
+            tr = tr.unrolled(horizon_s)
+            times = tr.time_s + delay_s
+            times[0] = 0.0
+            tr = PiecewiseTrace(times, tr.latency_s, tr.bandwidth_Bps, tr.loss, period_s=None,
+                                name=tr.name)
+        links[lab] = PiecewiseTrace(tr.time_s, np.maximum(tr.latency_s + extra_latency_s, 0.0),
+                                    tr.bandwidth_Bps, tr.loss, period_s=tr.period_s,
+                                    name=tr.name)
+    path = tmp / f"calibrated_trace_{len(list(tmp.iterdir()))}.csv"
     write_trace_csv(TraceSet(links, name=f"{ts.name}+cal"), path)
     return str(path)
 
 
 def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None
                   ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Simulate the real run ``meta`` describes, with ``calibration`` applied."""
+    """Simulate the real run ``meta`` describes, with ``calibration`` applied and the trace
+    clock aligned (delayed by the simulated iteration 0, as the real run's clock starts at
+    iteration 1)."""
     from sim.runner import run_simulation
 
     cal = calibration or Calibration()
@@ -184,9 +229,15 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None
     with tempfile.TemporaryDirectory(prefix="compctl-validate-") as tmp:
         override = None
         if cal.extra_latency_s and spec is not None:
-            override = _shifted_trace_file(spec, cal.extra_latency_s, Path(tmp))
+            override = _adjusted_trace_file(spec, cal.extra_latency_s, 0.0, 0.0, Path(tmp))
         cfg = sim_config_for(meta, cal, trace_override=override)
         records, sim_meta = run_simulation(cfg)
+        delay = float(records["iter_s"].iloc[0]) if len(records) else 0.0
+        if spec is not None and delay > 0.0 and len(records) > 1:
+            horizon = 4.0 * float(records["iter_s"].sum()) + 60.0
+            override = _adjusted_trace_file(spec, cal.extra_latency_s, delay, horizon, Path(tmp))
+            cfg = sim_config_for(meta, cal, trace_override=override)
+            records, sim_meta = run_simulation(cfg)
     return records, sim_meta
 
 
@@ -223,12 +274,20 @@ def compare(real: pd.DataFrame, sim: pd.DataFrame, *, skip: int = 3) -> Validati
 
 
 def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
-                    name: str = "") -> Calibration:
-    """Fit :class:`Calibration` on one real run (ideally dense, constant trace).
+                    name: str = "",
+                    compressed: tuple[pd.DataFrame, dict[str, Any]] | None = None,
+                    agreed: tuple[pd.DataFrame, dict[str, Any]] | None = None
+                    ) -> Calibration:
+    """Fit :class:`Calibration` on a dense, constant-trace run (``real``, ``meta``) and,
+    optionally, a compressed constant-trace run (``compressed``) of the same workload.
 
-    ``compute_scale`` = median real compute time / the profile's compute time.
+    ``compute_scale`` = median real non-communication time / the profile's compute time.
     ``extra_latency_s`` = median (real - simulated) communication time per iteration, divided by
     the latency terms per iteration of the run's collectives (from the simulation itself).
+    ``compress_scale`` (from ``compressed``) = median (real iteration - real exposed
+    communication - calibrated compute) / median simulated compression time per iteration.
+    ``agreement_s`` (from ``agreed``: ``compressed``'s configuration run with per-step
+    agreement) = the difference of their median non-communication times (>= 0).
     """
     from sim.costmodel import collective_terms
     from sim.workloads import load_profile
@@ -254,7 +313,38 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
         np.maximum(n_alpha * n_buckets, 1e-12)
     )
     extra = float(np.nanmedian(per_alpha))
-    return Calibration(scale, extra, name)
+    cal = Calibration(scale, extra, name)
+    if compressed is None:
+        return cal
+    c_real, c_meta = compressed
+    c_cfg = c_meta.get("config") or {}
+    if c_cfg.get("workload") != cfg.get("workload"):
+        raise InputError(
+            f"calibration runs differ in workload: {cfg.get('workload')!r} and "
+            f"{c_cfg.get('workload')!r}"
+        )
+    c_steady = c_real[c_real["iteration"] >= skip]
+    if (c_steady["compressor"].astype(str) == "none").all():
+        raise InputError("cannot calibrate compression on a run that never compressed")
+    c_sim, _ = simulate_like(c_meta, cal)
+    non_comm = (c_steady["iter_s"] - c_steady["exposed_comm_s"]).to_numpy(float)
+    c_sim_steady = c_sim[c_sim["iteration"] >= skip]
+    sim_compress = float(np.nanmedian(c_sim_steady["compress_s"].to_numpy(float)))
+    sim_compute = float(np.nanmedian(c_sim_steady["compute_s"].to_numpy(float)))
+    if not sim_compress > 0:
+        raise InputError("cannot calibrate compression: the compressed run's decisions have no "
+                         "compression time in the simulator")
+    c_scale = max((float(np.nanmedian(non_comm)) - sim_compute) / sim_compress, 0.0)
+    agreement = 0.0
+    if agreed is not None:
+        a_real, a_meta = agreed
+        if not _agreed_each_step(a_meta) or _agreed_each_step(c_meta):
+            raise InputError("the agreement calibration run must agree each step and the "
+                             "compressed one must not (compctl real --agreement each-step)")
+        a_steady = a_real[a_real["iteration"] >= skip]
+        a_non_comm = (a_steady["iter_s"] - a_steady["exposed_comm_s"]).to_numpy(float)
+        agreement = max(float(np.nanmedian(a_non_comm)) - float(np.nanmedian(non_comm)), 0.0)
+    return Calibration(scale, extra, name, c_scale, 0.0, agreement)
 
 
 def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLike[str],

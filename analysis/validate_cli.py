@@ -13,8 +13,10 @@ _EPILOG = """\
 examples:
   # simulate the real run's configuration and compare (plot next to the run)
   compctl validate --real runs/r --plot runs/r/validation.png
-  # calibrate compute and link constants on a dense, constant-trace run, save them ...
-  compctl validate --real runs/cal-dense --fit-calibration --save-calibration cal.json
+  # calibrate compute and link constants on a dense, constant-trace run, and the compression
+  # cost on a compressed one (both calibration-only runs), save them ...
+  compctl validate --real runs/cal-dense --fit-calibration --fit-compressed runs/cal-topk \
+      --save-calibration cal.json
   # ... and validate other runs with them
   compctl validate --real runs/r --calibration cal.json --json
   # compare with a simulated run you already have
@@ -40,7 +42,16 @@ def _run(args: argparse.Namespace) -> int:
         cal = Calibration.load(args.calibration)
     elif args.fit_calibration:
         real, meta = read_run(args.real)
-        cal = fit_calibration(real, meta, skip=args.skip, name=str(args.real))
+        compressed = read_run(args.fit_compressed) if args.fit_compressed else None
+        agreed = read_run(args.fit_agreement) if args.fit_agreement else None
+        if agreed is not None and compressed is None:
+            raise InputError("--fit-agreement needs --fit-compressed")
+        fitted_on = " + ".join(str(x) for x in (args.real, args.fit_compressed,
+                                                args.fit_agreement) if x)
+        cal = fit_calibration(real, meta, skip=args.skip, name=fitted_on,
+                              compressed=compressed, agreed=agreed)
+    if (args.fit_compressed or args.fit_agreement) and not args.fit_calibration:
+        raise InputError("--fit-compressed and --fit-agreement need --fit-calibration")
     if args.save_calibration:
         if cal is None:
             raise InputError("--save-calibration needs --fit-calibration")
@@ -51,7 +62,10 @@ def _run(args: argparse.Namespace) -> int:
     out: dict[str, Any] = res.as_dict()
     if cal is not None:
         out["calibration"] = {"compute_scale": cal.compute_scale,
-                              "extra_latency_s": cal.extra_latency_s}
+                              "extra_latency_s": cal.extra_latency_s,
+                              "compress_scale": cal.compress_scale,
+                              "overhead_s": cal.overhead_s,
+                              "agreement_s": cal.agreement_s}
     if args.json:
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
     else:
@@ -68,7 +82,10 @@ def _run(args: argparse.Namespace) -> int:
         ]
         if cal is not None:
             lines.append(f"calibration: compute x{cal.compute_scale:.3f}, "
-                         f"extra latency {cal.extra_latency_s * 1e6:.1f} us per term")
+                         f"extra latency {cal.extra_latency_s * 1e6:.1f} us per term, "
+                         f"compression x{cal.compress_scale:.3f}, "
+                         f"overhead {cal.overhead_s * 1e3:.3f} ms per iteration, "
+                         f"per-step agreement {cal.agreement_s * 1e3:.3f} ms")
         if args.plot:
             lines.append(f"plot: {args.plot}")
         sys.stdout.write("\n".join(lines) + "\n")
@@ -90,6 +107,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--calibration", default=None, help="calibration JSON to apply")
     p.add_argument("--fit-calibration", action="store_true",
                    help="fit compute and link constants on --real itself")
+    p.add_argument("--fit-compressed", default=None, metavar="DIR",
+                   help="with --fit-calibration: a compressed constant-trace run of the same "
+                   "workload to fit the compression cost (compress_scale) on")
+    p.add_argument("--fit-agreement", default=None, metavar="DIR",
+                   help="with --fit-compressed: the same compressed run with --agreement "
+                   "each-step, to fit the per-step agreement's cost (agreement_s)")
     p.add_argument("--save-calibration", default=None, help="write the fitted calibration")
     p.add_argument("--skip", type=int, default=3, help="leading iterations left out (3)")
     p.add_argument("--plot", default=None, help="PNG of both time series")

@@ -3,16 +3,20 @@
 Usage: ``python benchmarks/bench_realrun.py [--steps 300] [--repeats 3] [--json] [--only X]``
 
 1. Hook overhead (``--only overhead``): digits-cnn and char-lstm, 2 gloo ranks, no emulation.
-   In the same two processes, a DDP model with DDP's built-in allreduce (the baseline) and one
-   with the compctl hook (dense policy) train alternately on the same batches (order swapped
-   every iteration, a barrier before each), so load drift on a shared machine hits both.
-   Reported: median iteration time of each (first 10 left out) and their ratio hook /
-   built-in, median over ``--repeats`` process pairs.
+   In the same two processes, a DDP model with DDP's built-in allreduce (the baseline), one
+   with the compctl hook (dense policy, as the trainer runs static policies: measurements
+   agreed once at the end) and one with the hook agreeing every step (as for adaptive
+   policies) train in turn on the same batches (order rotated every iteration, a barrier
+   before each), so load drift on a shared machine hits all three. The hook's
+   ``end_iteration`` is inside the timed region. Reported: median iteration time of each
+   (first 10 left out) and the ratios to built-in, median over ``--repeats`` process pairs.
 2. Validation (``--only validate``): digits-cnn, 2 ranks, hook emulation, for the dense, a
-   fixed-density (top-k 10% over allgather) and an adaptive (dc2-aimd, comm target 20 ms) policy, each under a
-   constant and a varying trace. Calibration is fitted on the dense constant-trace run
-   (``compctl validate --fit-calibration``) and applied to all six. Reported: MAPE of the
-   per-iteration time and communication time, and the correlation of the iteration times.
+   fixed-density (top-k 10% over allgather) and an adaptive (dc2-aimd, comm target 20 ms)
+   policy, each under a constant and a varying trace (seed 2). Calibration is fitted on three
+   separate calibration runs (seed 1, constant trace: dense; top-k 10%; the same top-k with
+   per-step agreement), as ``compctl validate --fit-calibration --fit-compressed
+   --fit-agreement`` does, and applied to all six.
+   Reported: MAPE of the per-iteration time and communication time, and the correlation.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from sim.rundir import read_run
 # contention of a shared 2-core machine does not drown the network's share.
 CONST = "const:lat_ms=5,bw_mbps=20"
 VARYING = "steps:dur_s=4/4,lat_ms=5/10,bw_mbps=20/8,loop=true"
+CAL_SEED = 1
+VAL_SEED = 2
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}),
     "fixed-topk-10%": ("fixed", {"density": 0.1, "collective": "allgather"}),
@@ -57,9 +63,7 @@ def _overhead_rank(rank: int, world: int, port: int, wl_name: str, steps: int,
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    import realrun.hook as _h
-    from realrun.hook import CompressionHookState
-    compression_hook = _h.compression_hook
+    from realrun.hook import CompressionHookState, compression_hook
     from realrun.workloads import get_workload
     from sim.control import make_policy
 
@@ -67,30 +71,42 @@ def _overhead_rank(rank: int, world: int, port: int, wl_name: str, steps: int,
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     wl = get_workload(wl_name)
-    plain = DDP(wl.build_model(0))
-    model = wl.build_model(0)
-    hooked = DDP(model)
-    state = CompressionHookState(controller=make_policy("dense"), world_size=world, rank=rank,
-                                 param_names={id(p): n for n, p in model.named_parameters()})
-    hooked.register_comm_hook(state, compression_hook)
-    opts = [wl.make_optimizer(plain.parameters()), wl.make_optimizer(hooked.parameters())]
+    # 0: DDP's built-in allreduce; 1: the hook as the trainer runs static policies (measurements
+    # agreed once at the end); 2: the hook with per-step agreement (as for adaptive policies).
+    models, states, opts = [], [], []
+    for k in range(3):
+        model = wl.build_model(0)
+        ddp = DDP(model)
+        state = None
+        if k > 0:
+            state = CompressionHookState(
+                controller=make_policy("dense"), world_size=world, rank=rank,
+                param_names={id(p): n for n, p in model.named_parameters()},
+                agree_each_step=(k == 2))
+            ddp.register_comm_hook(state, compression_hook)
+        models.append(ddp)
+        states.append(state)
+        opts.append(wl.make_optimizer(ddp.parameters()))
     data = wl.batches(rank, world, wl.default_batch_size, 0)
-    times: list[list[float]] = [[], []]
+    times: list[list[float]] = [[], [], []]
     for it in range(steps):
         x, y = next(data)
-        order = (0, 1) if it % 2 == 0 else (1, 0)
+        order = [(it + j) % 3 for j in range(3)]  # rotate the order every iteration
         for k in order:
-            m = (plain, hooked)[k]
+            m = models[k]
             dist.barrier()
             t = time.perf_counter()
             wl.loss_fn(m(x), y).backward()
             opts[k].step()
             opts[k].zero_grad()
-            if k == 1:
-                # The per-iteration agreement is part of the hook's cost: timed, as the
-                # trainer calls it (launched asynchronously, collected at the next step).
-                state.end_iteration(iter_s=time.perf_counter() - t, wait=False)
+            st = states[k]
+            if st is not None:
+                # The agreement is part of the hook's cost: timed, as the trainer calls it.
+                st.end_iteration(iter_s=time.perf_counter() - t, wait=False)
             times[k].append(time.perf_counter() - t)
+    for st in states:
+        if st is not None:
+            st.flush()
     if rank == 0:
         q.put(times)
     dist.destroy_process_group()
@@ -104,44 +120,67 @@ def bench_overhead(tmp: Path, steps: int, repeats: int) -> list[dict[str, Any]]:
     out = []
     ctx = mp.get_context("spawn")
     for wl in ("digits-cnn", "char-lstm"):
-        ratios, base_ms, hook_ms = [], [], []
+        ratios, live, base_ms, hook_ms, live_ms = [], [], [], [], []
         for _ in range(repeats):
             q = ctx.SimpleQueue()
             mp.start_processes(_overhead_rank, args=(2, free_port(), wl, steps, q), nprocs=2,
                                join=True, start_method="spawn")
-            base, hook = q.get()
+            base, hook, hook_live = q.get()
             b = statistics.median(base[10:])
             h = statistics.median(hook[10:])
+            hl = statistics.median(hook_live[10:])
             ratios.append(h / b)
+            live.append(hl / b)
             base_ms.append(b * 1e3)
             hook_ms.append(h * 1e3)
+            live_ms.append(hl * 1e3)
         out.append({"workload": wl, "builtin_ms": statistics.median(base_ms),
                     "hook_ms": statistics.median(hook_ms),
-                    "ratio": statistics.median(ratios), "ratios": ratios, "runs": repeats,
-                    "steps": steps})
+                    "hook_live_ms": statistics.median(live_ms),
+                    "ratio": statistics.median(ratios), "ratios": ratios,
+                    "ratio_live": statistics.median(live), "ratios_live": live,
+                    "runs": repeats, "steps": steps})
     return out
 
 
 def bench_validate(tmp: Path, steps: int) -> dict[str, Any]:
+    def run(name: str, policy: str, params: dict[str, Any], trace: str, seed: int,
+            agreement: str = "auto") -> Path:
+        cfg = RealConfig(workload="digits-cnn", steps=steps, emulation="hook", trace=trace,
+                         policy=policy, policy_params=params, eval_every=steps, seed=seed,
+                         agreement=agreement)
+        return launch(cfg, tmp / name)
+
+    # Calibration on runs of their own (seed 1), never on the validated ones (seed 2).
+    cal_dense = run("cal-dense", "dense", {}, CONST, CAL_SEED)
+    cal_topk = run("cal-topk", *POLICIES["fixed-topk-10%"], CONST, CAL_SEED)
+    cal_agree = run("cal-topk-agree", *POLICIES["fixed-topk-10%"], CONST, CAL_SEED, "each-step")
     runs: dict[tuple[str, str], Path] = {}
     for tname, trace in (("constant", CONST), ("varying", VARYING)):
         for pname, (policy, params) in POLICIES.items():
-            cfg = RealConfig(workload="digits-cnn", steps=steps, emulation="hook", trace=trace,
-                             policy=policy, policy_params=params, eval_every=steps)
-            runs[(pname, tname)] = launch(cfg, tmp / f"val-{pname}-{tname}")
-    real, meta = read_run(runs[("dense", "constant")])
-    cal = fit_calibration(real, meta, name="dense/constant")
+            runs[(pname, tname)] = run(f"val-{pname}-{tname}", policy, params, trace, VAL_SEED)
+    real, meta = read_run(cal_dense)
+    cal = fit_calibration(real, meta, compressed=read_run(cal_topk), agreed=read_run(cal_agree),
+                          name="cal-dense + cal-topk + cal-topk-agree (seed 1, constant trace)")
     rows = []
     for (pname, tname), path in runs.items():
         for label, c in (("uncalibrated", Calibration()), ("calibrated", cal)):
             res, sim = validate(path, calibration=c, plot=tmp / f"{pname}-{tname}-{label}.png")
             rec, _ = read_run(path)
+            steady = rec[rec["iteration"] >= 3]
             rows.append({"policy": pname, "trace": tname, "calibration": label,
-                         "mean_density_real": float(rec["density"].iloc[3:].mean()),
+                         "mean_density_real": float(steady["density"].mean()),
                          "mean_density_sim": float(sim["density"].iloc[3:].mean()),
+                         "real_compute_ms": float(steady["compute_s"].median() * 1e3),
+                         "real_compress_ms": float(steady["compress_s"].median() * 1e3),
+                         "sim_compute_ms": float(sim["compute_s"].iloc[3:].median() * 1e3),
+                         "sim_compress_ms": float(sim["compress_s"].iloc[3:].median() * 1e3),
                          **res.as_dict()})
     return {"calibration": {"compute_scale": cal.compute_scale,
-                            "extra_latency_s": cal.extra_latency_s},
+                            "extra_latency_s": cal.extra_latency_s,
+                            "compress_scale": cal.compress_scale,
+                            "overhead_s": cal.overhead_s,
+                            "agreement_s": cal.agreement_s},
             "rows": rows}
 
 
@@ -167,17 +206,24 @@ def main() -> int:
         return 0
     for r in result.get("overhead", []):
         print(f"overhead {r['workload']:<11} built-in {r['builtin_ms']:.3f} ms  "
-              f"hook {r['hook_ms']:.3f} ms  ratio {r['ratio']:.3f}")
+              f"hook {r['hook_ms']:.3f} ms  ratio {r['ratio']:.3f} "
+              f"({', '.join(f'{x:.3f}' for x in r['ratios'])})  per-step agreement "
+              f"{r['hook_live_ms']:.3f} ms ratio {r['ratio_live']:.3f}")
     if "validate" in result:
         v = result["validate"]
-        print(f"calibration: compute x{v['calibration']['compute_scale']:.3f}, extra latency "
-              f"{v['calibration']['extra_latency_s'] * 1e6:.1f} us/term")
+        c = v["calibration"]
+        print(f"calibration: compute x{c['compute_scale']:.3f}, extra latency "
+              f"{c['extra_latency_s'] * 1e6:.1f} us/term, compression x{c['compress_scale']:.3f}, "
+              f"per-step agreement {c['agreement_s'] * 1e3:.3f} ms")
         for r in v["rows"]:
             print(f"{r['policy']:<14} {r['trace']:<9} {r['calibration']:<13} "
                   f"MAPE iter {r['mape_iter']:.2%} (median {r['mdape_iter']:.2%})  "
                   f"comm {r['mape_comm']:.2%} (median {r['mdape_comm']:.2%})  "
                   f"corr {r['corr_iter']:.3f}  density real {r['mean_density_real']:.4f} "
-                  f"sim {r['mean_density_sim']:.4f}")
+                  f"sim {r['mean_density_sim']:.4f}  iter real/sim {r['real_mean_iter_s'] * 1e3:.2f}/"
+                  f"{r['sim_mean_iter_s'] * 1e3:.2f} ms  compute {r['real_compute_ms']:.2f}/"
+                  f"{r['sim_compute_ms']:.2f}  compress {r['real_compress_ms']:.2f}/"
+                  f"{r['sim_compress_ms']:.2f}")
     return 0
 
 

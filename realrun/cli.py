@@ -66,6 +66,10 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--batch-size", type=int, default=None, help="per-rank batch (workload's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (workload's)")
     p.add_argument("--eval-every", type=int, default=25, help="held-out evaluation period")
+    p.add_argument("--agreement", default="auto", choices=["auto", "each-step", "end"],
+                   help="when the hook agrees measurements across ranks: auto (each step for "
+                   "controllers that read observations, at the end for static ones), "
+                   "each-step, or end")
     p.add_argument("--warmup-steps", type=int, default=1,
                    help="plain-allreduce iterations before the controller (>= 1)")
     p.add_argument("--memory", default="residual", help="error feedback: residual, dgc, none")
@@ -117,6 +121,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         synthetic=args.synthetic,
         backend=args.backend,
         use_hook=not args.no_hook,
+        agreement=args.agreement,
     )
 
 

@@ -44,6 +44,10 @@ class RealConfig:
         synthetic: random data and a model with the profile's layer sizes (no accuracy).
         backend: ``gloo``, ``nccl`` or ``auto`` (NCCL when CUDA is available).
         use_hook: ``False`` runs DDP's built-in allreduce (baseline for overhead and accuracy).
+        agreement: when the hook agrees measurements across ranks: ``auto`` (every step for
+            controllers that read observations, once at the end for static ``dense``/``fixed``
+            with a fixed collective and the STAR owner), ``each-step`` or ``end`` (refused for
+            controllers that need observations).
     """
 
     workload: str
@@ -66,6 +70,7 @@ class RealConfig:
     synthetic: bool = False
     backend: str = "auto"
     use_hook: bool = True
+    agreement: str = "auto"
 
     def __post_init__(self) -> None:
         def need_int(name: str, lo: int) -> None:
@@ -94,6 +99,24 @@ class RealConfig:
             raise InputError(f"backend must be auto, gloo or nccl, got {self.backend!r}")
         if self.owner_rule not in ("star", "var"):
             raise InputError(f"owner rule must be star or var, got {self.owner_rule!r}")
+        if self.agreement not in ("auto", "each-step", "end"):
+            raise InputError(f"agreement must be auto, each-step or end, got {self.agreement!r}")
+        if self.agreement == "end" and self._observes():
+            raise InputError(f"policy {self.policy!r} (owner {self.owner_rule}) reads "
+                             "observations: it needs agreement each step")
+
+    def _observes(self) -> bool:
+        """Whether the controller (or the VAR owner) reads per-step observations."""
+        if self.policy not in ("dense", "fixed") or self.owner_rule != "star":
+            return True
+        coll = self.policy_params.get("collective", "ring" if self.policy == "dense" else None)
+        return coll is None or coll == "auto"
+
+    def agree_each_step(self) -> bool:
+        """Whether the hook agrees measurements after every iteration (see ``agreement``)."""
+        if self.agreement == "auto":
+            return self._observes()
+        return self.agreement == "each-step"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; inverse of :meth:`from_dict`."""

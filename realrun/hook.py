@@ -6,13 +6,18 @@ Use::
     ddp_model.register_comm_hook(state, compression_hook)
     for x, y in data:
         loss_fn(ddp_model(x), y).backward(); opt.step(); opt.zero_grad()
-        state.end_iteration(iter_s=...)   # optional: agree timings now (else at the next step)
+        state.end_iteration(iter_s=..., wait=False)  # launch the agreement (else at next step)
+    state.flush()   # collect what is pending; state.history then holds every iteration
 
 Per iteration (steps are counted on ``bucket.is_last()``):
 
 1. At the first bucket, the controller sees an :class:`Observation` built from the *previous*
    iteration's measurements agreed across ranks (max of timings, sum of gain terms), so every
    rank takes the same :class:`Decision`; that decision applies to every bucket of the iteration.
+   The agreement is one small allreduce launched asynchronously after the optimizer step and
+   collected at the next first bucket; for controllers that ignore observations
+   (``agree_each_step=False``) it is deferred to :meth:`CompressionHookState.flush`, one
+   collective for the whole run, and dense buckets then cost no Python beyond the launch.
    The first ``warmup_steps`` iterations use plain allreduce (DDP rebuilds its buckets after the
    first iteration, and keyed compressor state must not see the pre-rebuild buckets).
 2. Per bucket: dense decisions on a same-index collective take the asynchronous fast path
@@ -146,6 +151,12 @@ class CompressionHookState:
         monitor: the link estimator fed with every collective's terms and agreed duration.
         param_names: maps ``id(parameter)`` to its name, so compressor state is keyed by the
             bucket's contents (stable across DDP's bucket rebuild); bucket index otherwise.
+        agree_each_step: agree the measurements across ranks after every iteration (the
+            controller and the monitor see them before the next decision). ``False`` is for
+            controllers whose decisions ignore observations (static ``dense``/``fixed`` with a
+            fixed collective, STAR owner): the measurements are kept locally and agreed in one
+            collective at :meth:`flush`, so the hook adds no collective and no gradient norm
+            to the iteration. Decisions are then identical on every rank by construction.
     """
 
     def __init__(
@@ -162,6 +173,7 @@ class CompressionHookState:
         emulator: HookEmulator | None = None,
         monitor: LinkMonitor | None = None,
         param_names: dict[int, str] | None = None,
+        agree_each_step: bool = True,
     ) -> None:
         if world_size < 1:
             raise InputError(f"world_size must be >= 1, got {world_size}")
@@ -198,6 +210,10 @@ class CompressionHookState:
         self._grad_bytes = 0
         self._layouts: dict[str, tuple[str, ...]] = {}
         self._pending: _Pending | None = None
+        self.agree_each_step = bool(agree_each_step)
+        if not self.agree_each_step and self._var is not None:
+            raise InputError("the VAR owner needs per-step agreement (agree_each_step=True)")
+        self._deferred: list[tuple[_Accum, list[float], bool]] = []
         self._checked: set[Decision] = set()
         self._terms: dict[tuple[str, int], AlphaBeta] = {}
 
@@ -296,6 +312,12 @@ class CompressionHookState:
             cur.norm_sq,
             *services,
         ]
+        if self._grad_bytes == 0:
+            self._grad_bytes = cur.grad_bytes
+        if not self.agree_each_step:
+            self._deferred.append((cur, local, iter_s is not None))
+            self._cur = None
+            return self.flush() if wait else None
         width = len(local)
         # Each rank fills its own row of a zero table; a SUM allreduce then hands every rank
         # all rows, from which maxima (timings) and sums (gain terms) are taken locally.
@@ -310,27 +332,49 @@ class CompressionHookState:
         return None
 
     def flush(self) -> IterationStats | None:
-        """Collect an agreement launched by ``end_iteration(wait=False)``; returns its stats
-        (``None`` when nothing is pending). Call it after the last iteration."""
-        if self._pending is None:
+        """Collect what ``end_iteration(wait=False)`` left pending: the launched agreement, or
+        (``agree_each_step=False``) every deferred iteration, agreed in one collective. Returns
+        the last agreed stats (``None`` when nothing was pending). Call it after the last
+        iteration; it is a collective in the deferred mode (every rank must call it)."""
+        if self._pending is not None:
+            return self._finish_pending()
+        if not self._deferred:
             return None
-        return self._finish_pending()
+        rows = self._deferred
+        self._deferred = []
+        width = max(len(r[1]) for r in rows)
+        n = len(rows)
+        table = torch.zeros(self.world_size, n, width, dtype=torch.float64)
+        table[self.rank] = torch.tensor(
+            [r[1] + [0.0] * (width - len(r[1])) for r in rows], dtype=torch.float64
+        )
+        dist.all_reduce(table, group=self.process_group)
+        tmax = table.max(dim=0).values.tolist()
+        tsum = table.sum(dim=0).tolist()
+        stats = None
+        for i, (cur, _, timed) in enumerate(rows):
+            stats = self._agreed(cur, tmax[i], tsum[i], None, timed)
+        return stats
 
     def _finish_pending(self) -> IterationStats:
         pend = self._pending
         assert pend is not None
         self._pending = None
         pend.work.wait()
-        cur, table, n_b = pend.cur, pend.table, pend.n_buckets
-        tmax = table.max(dim=0).values.tolist()
-        tsum = table.sum(dim=0).tolist()
-        for iv, svc in zip(cur.intervals, tmax[9 : 9 + n_b], strict=True):
+        table = pend.table
+        norms = table[:, 8].clamp(min=0.0).sqrt().tolist() if self._var is not None else None
+        return self._agreed(pend.cur, table.max(dim=0).values.tolist(),
+                            table.sum(dim=0).tolist(), norms, pend.timed)
+
+    def _agreed(self, cur: _Accum, tmax: list[float], tsum: list[float],
+                norms: list[float] | None, timed: bool) -> IterationStats:
+        """Feed the monitor (and the VAR owner) with one iteration's agreed row; record it."""
+        for iv, svc in zip(cur.intervals, tmax[9 : 9 + len(cur.intervals)], strict=True):
             self.monitor.observe(iv.terms.n_alpha, iv.terms.n_bytes, max(svc, 0.0))
-        if self._var is not None:
-            self._var.update(table[:, 8].clamp(min=0.0).sqrt().tolist())
+        if self._var is not None and norms is not None:
+            self._var.update(norms)
         lat, bw = self.monitor.estimate()
         gain = tsum[5] / tsum[6] if tsum[6] > 0.0 else 1.0
-        timed = pend.timed
         stats = IterationStats(
             iteration=cur.iteration,
             decision=cur.decision,
@@ -341,14 +385,13 @@ class CompressionHookState:
             compute_s=max(tmax[4], 0.0) if timed else float("nan"),
             bytes_sent=tmax[7],
             gain=gain,
-            grad_norm=math.sqrt(max(tsum[8], 0.0) / self.world_size),
+            # Dense iterations skip the norm when nobody needs it (deferred agreement): -1.
+            grad_norm=math.sqrt(tsum[8] / self.world_size) if tmax[8] >= 0.0 else float("nan"),
             est_latency_s=lat,
             est_bandwidth_Bps=bw,
             owner=cur.owner,
             warmup=cur.warmup,
         )
-        if self._grad_bytes == 0:
-            self._grad_bytes = cur.grad_bytes
         self.history.append(stats)
         self._last = stats
         return stats
@@ -496,15 +539,18 @@ def compression_hook(
     buf = bucket.buffer()
     nbytes = buf.numel() * buf.element_size()
     cur.grad_bytes += nbytes
-    sq = _sq(buf)
-    cur.norm_sq += sq
     d = cur.decision
     if cur.warmup or (d.compressor == "none" and d.collective in SAME_INDEX):
-        # Dense: nothing is left out, so this bucket adds equal terms (gain exactly 1).
-        cur.gain_num += sq
-        cur.gain_den += sq
+        # Dense: nothing is left out, so the gain is exactly 1 (no gain terms needed). The
+        # norm is only for observations and the VAR owner; without per-step agreement nobody
+        # reads it, so it is not computed (-1 marks it unknown).
+        if state.agree_each_step:
+            cur.norm_sq += _sq(buf)
+        else:
+            cur.norm_sq = -1.0
         fut = _dense_async(state, cur, buf, d.collective)
     else:
+        cur.norm_sq += _sq(buf)
         result = _compressed_sync(state, cur, bucket, d)
         fut = torch.futures.Future()
         fut.set_result(result)

@@ -86,8 +86,8 @@ class TracePlayer:
         """Modelled duration of a collective with ``terms`` started at ``start_elapsed_s``
         (now by default), the bandwidth changing underway as the trace says."""
         t = self.elapsed_s() if start_elapsed_s is None else start_elapsed_s
-        # PiecewiseTrace satisfies the structural _TraceLike the cost model expects.
-        return time_over_trace_s(terms, self.trace, t)  # type: ignore[arg-type]
+        # PiecewiseTrace satisfies the cost model's structural _TraceLike protocol.
+        return time_over_trace_s(terms, self.trace, t)
 
     def latency_s(self, n_alpha: float, start_elapsed_s: float | None = None) -> float:
         """The latency part alone: ``n_alpha`` times the latency in force at the start."""

@@ -91,6 +91,7 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
         owner_rule=cfg.owner_rule,
         emulator=emulator,
         param_names=names,
+        agree_each_step=cfg.agree_each_step(),
     )
     if cfg.use_hook:
         ddp.register_comm_hook(state, compression_hook)
@@ -119,42 +120,57 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
             shaper = _tc_shaper(cfg, trace, now)
         return now
 
-    rows: list[dict[str, Any]] = []
     bar = None
     if progress and rank == 0:
         from tqdm import tqdm
 
         bar = tqdm(total=cfg.steps, desc=f"real {cfg.workload}", unit="it", file=sys.stderr)
+    # Per iteration, this rank's wall-clock start on the trace clock, loss and evaluation; the
+    # agreed timings live in state.history. Nothing here communicates per iteration (the
+    # hook's agreement is asynchronous or deferred), and every rank's times are agreed in one
+    # collective after the loop.
+    starts: list[float] = []
+    losses: list[float] = []
+    plain_iter: list[float] = []
+    evals: dict[int, dict[str, float]] = {}
     try:
         for it in range(cfg.steps):
-            x, y = first if it == 0 else next(data)
             if it == 1:
                 t0 = start_clock()
-            start_s = max(time.monotonic() - t0, 0.0) if it > 0 else 0.0
+            # Iteration ``it`` runs from this instant to the next iteration's: its time includes
+            # the batch, the hook's bookkeeping and every wait, so the iteration times add up to
+            # the trace clock exactly, as the simulator's do.
             t_a = time.perf_counter()
+            starts.append(time.monotonic() - t0 if it > 0 else 0.0)
+            x, y = first if it == 0 else next(data)
             loss = wl.loss_fn(ddp(x), y)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
             iter_s = time.perf_counter() - t_a
-            loss_sum = torch.tensor([float(loss.detach())], dtype=torch.float64)
+            losses.append(float(loss.detach()))
             if cfg.use_hook:
-                st = state.end_iteration(iter_s=iter_s)
+                state.end_iteration(iter_s=iter_s, wait=False)
             else:
-                st = _agree_plain(it, iter_s, world)
-            dist.all_reduce(loss_sum)
-            row = _row(cfg, st, start_s, trace, float(loss_sum.item()) / world)
+                plain_iter.append(iter_s)
             if (it + 1) % cfg.eval_every == 0 or it + 1 == cfg.steps:
                 # Every rank evaluates the same model (same cost), then they line up again,
-                # so evaluation never leaks into the next iteration's timings.
+                # so evaluation never leaks into the next iteration's timings. The trace clock
+                # keeps running: validation runs evaluate at the end only.
                 ev = wl.evaluate(model) if not cfg.synthetic else {}
-                row["eval_loss"] = ev.get("loss", float("nan"))
-                row["accuracy"] = ev.get("accuracy", float("nan"))
-                dist.barrier()
-            rows.append(row)
+                evals[it] = {"eval_loss": ev.get("loss", float("nan")),
+                             "accuracy": ev.get("accuracy", float("nan"))}
+                if it + 1 < cfg.steps:
+                    dist.barrier()
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{row['loss']:.3f}", d=st.decision.density)
+                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        if cfg.use_hook:
+            state.flush()
+            history = state.history
+        else:
+            history = _agree_plain(plain_iter, world)
+        rows = _rows(cfg, history, starts, trace, losses, evals, world)
     finally:
         if bar is not None:
             bar.close()
@@ -165,15 +181,42 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
     return rows
 
 
-def _agree_plain(it: int, iter_s: float, world: int) -> IterationStats:
+def _agree_plain(iter_s: list[float], world: int) -> list[IterationStats]:
     """Stats for DDP's built-in allreduce (no hook): only the iteration time is known."""
     from sim.control.types import Decision
 
-    t = torch.tensor([iter_s], dtype=torch.float64)
+    t = torch.tensor(iter_s, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     nan = float("nan")
-    return IterationStats(it, Decision(), float(t.item()), nan, nan, 0.0, nan, nan, 1.0, nan,
-                          None, None, None, False)
+    return [IterationStats(it, Decision(), v, nan, nan, 0.0, nan, nan, 1.0, nan, None, None,
+                           None, False) for it, v in enumerate(t.tolist())]
+
+
+def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], trace: Any,
+          losses: list[float], evals: dict[int, dict[str, float]],
+          world: int) -> list[dict[str, Any]]:
+    """The run's records: agree losses (mean) and start times (mean over ranks) in one
+    collective, and make ``iter_s`` the start-to-start time (the last iteration's is measured
+    to its end); ``compute_s`` is what remains after communication and compression."""
+    n = len(starts)
+    vec = torch.tensor(losses + starts, dtype=torch.float64)
+    dist.all_reduce(vec)
+    both = (vec / world).tolist()
+    loss_mean, start_mean = both[:n], both[n:]
+    rows = []
+    for it, st in enumerate(history):
+        start_s = start_mean[it]
+        if it + 1 < n and it > 0:
+            iter_s = start_mean[it + 1] - start_s
+        else:
+            iter_s = st.iter_s  # iteration 0 precedes the trace clock; the last has no next
+        row = _row(cfg, st, start_s, trace, loss_mean[it])
+        row["iter_s"] = iter_s
+        if cfg.use_hook and iter_s == iter_s:
+            row["compute_s"] = max(iter_s - st.exposed_comm_s - st.compress_s, 0.0)
+        row.update(evals.get(it, {}))
+        rows.append(row)
+    return rows
 
 
 def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,
@@ -230,6 +273,7 @@ def _write(cfg: RealConfig, rows: list[dict[str, Any]], out: Path, world: int, f
             ],
         },
         "workers": world,
+        "agree_each_step": bool(cfg.use_hook and cfg.agree_each_step()),
         "workload": cfg.workload,
         "params": int(n_params),
         "grad_bytes": int(n_params * 4),

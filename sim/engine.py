@@ -13,7 +13,8 @@ One iteration (all times in seconds from the iteration start):
 4. ``exposed_comm_s = max(0, end of last collective - end of backward and compression)``, then
    the optimizer step ``O``.
 
-So ``iter_s = compute_s + compress_s + exposed_comm_s`` with ``compute_s = F + B + O``.
+So ``iter_s = compute_s + compress_s + exposed_comm_s`` with ``compute_s = F + B + O + H``,
+``H`` being ``SimConfig.overhead_s`` (a calibrated fixed per-iteration overhead, 0 by default).
 ``comm_s`` is the sum of the collectives' durations (overlapped or not).
 
 The controller is asked for a :class:`Decision` before every iteration; one decision applies to
@@ -198,8 +199,10 @@ class IterationModel:
         compute_scale: float = 1.0,
         compress_scale: float = 1.0,
         dtype_bytes: int = 4,
+        overhead_s: float = 0.0,
     ) -> None:
         self.profile = profile
+        self.overhead_s = overhead_s
         self.compress_scale = compress_scale
         self.cluster = cluster
         self.dtype_bytes = dtype_bytes
@@ -306,7 +309,9 @@ class IterationModel:
             t_comm = t + traced + after[i]
         backward_end = fwd + bwd + shift
         exposed = t_comm - backward_end if t_comm > backward_end else 0.0
-        compute = fwd + bwd + self.optimizer_s * compute_factor
+        # The fixed per-iteration overhead (framework bookkeeping, data loading; 0 unless
+        # calibrated) runs serially after the optimizer step and counts as compute.
+        compute = fwd + bwd + self.optimizer_s * compute_factor + self.overhead_s
         return IterationResult(
             compute, exposed, shift, compute + shift + exposed, comm, plan.payload_bytes
         )
@@ -411,6 +416,7 @@ def _build(
             compute_scale=cfg.compute_scale,
             compress_scale=cfg.compress_scale,
             dtype_bytes=cfg.dtype_bytes,
+            overhead_s=cfg.overhead_s,
         )
         horizon = unroll_horizon_s(bound_model.iteration_upper_s(), cfg.iterations)
         cluster = Cluster.build(cfg.workers, traces, intra, horizon_s=horizon)
@@ -423,6 +429,7 @@ def _build(
         compute_scale=cfg.compute_scale,
         compress_scale=cfg.compress_scale,
         dtype_bytes=cfg.dtype_bytes,
+        overhead_s=cfg.overhead_s,
     )
     return profile, traces, model, policy, policy_seed
 

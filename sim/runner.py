@@ -48,6 +48,7 @@ _FLOAT_FIELDS = (
     "bucket_bytes",
     "compute_scale",
     "compress_scale",
+    "overhead_s",
     "straggler_sigma",
     "worker_speed_sigma",
     "intra_latency_s",
@@ -118,6 +119,9 @@ class SimConfig:
         compress_scale: multiplies the compressor specs' compression times (they are calibrated
             on whatever machine ran ``compctl compress calibrate``; scale them to the profile's
             reference device).
+        overhead_s: a fixed time added to every iteration, serially after the optimizer step
+            and counted in ``compute_s`` (framework bookkeeping, data loading, the real hook's
+            per-iteration work; fitted by ``compctl validate --fit-calibration``). 0 by default.
         straggler_sigma: per-worker, per-iteration compute jitter: each worker's compute time is
             multiplied by a log-normal factor with this sigma (median 1); the slowest worker paces
             the collective. 0 disables it.
@@ -152,6 +156,7 @@ class SimConfig:
     fidelity: str = "analytic"
     compute_scale: float = 1.0
     compress_scale: float = 1.0
+    overhead_s: float = 0.0
     straggler_sigma: float = 0.0
     worker_speed_sigma: float = 0.0
     gpus_per_node: int = 1
@@ -198,6 +203,7 @@ class SimConfig:
         need_pos("bucket_bytes", self.bucket_bytes)
         need_pos("compute_scale", self.compute_scale, allow_zero=True)
         need_pos("compress_scale", self.compress_scale, allow_zero=True)
+        need_pos("overhead_s", self.overhead_s, allow_zero=True)
         need_pos("straggler_sigma", self.straggler_sigma, allow_zero=True)
         need_pos("worker_speed_sigma", self.worker_speed_sigma, allow_zero=True)
         need_int("gpus_per_node", self.gpus_per_node, 1)

@@ -40,22 +40,38 @@ def _dense(rank: int, world: int) -> dict[str, Any]:
     hooked = DDP(_mlp(), bucket_cap_mb=0.0004)
     state = CompressionHookState(controller=make_policy("dense"), world_size=world, rank=rank)
     hooked.register_comm_hook(state, compression_hook)
+    # The same with the agreement deferred to flush() (as the trainer runs static policies).
+    deferred = DDP(_mlp(), bucket_cap_mb=0.0004)
+    state_d = CompressionHookState(controller=make_policy("dense"), world_size=world, rank=rank,
+                                   agree_each_step=False)
+    deferred.register_comm_hook(state_d, compression_hook)
     opt_a = torch.optim.SGD(plain.parameters(), lr=0.1)
     opt_b = torch.optim.SGD(hooked.parameters(), lr=0.1)
+    opt_c = torch.optim.SGD(deferred.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(100 + rank)
     same = []
-    for _ in range(4):
+    for step in range(4):
         x = torch.randn(8, 12, generator=gen)
         y = torch.randint(0, 3, (8,), generator=gen)
-        for m, opt in ((plain, opt_a), (hooked, opt_b)):
+        for m, opt in ((plain, opt_a), (hooked, opt_b), (deferred, opt_c)):
             opt.zero_grad()
             nn.functional.cross_entropy(m(x), y).backward()
             opt.step()
-        state.end_iteration(iter_s=0.0)
-        same.append(all(torch.equal(a.grad, b.grad)
-                        for a, b in zip(plain.parameters(), hooked.parameters(), strict=True)))
+        # Alternate the synchronous and the asynchronous agreement.
+        state.end_iteration(iter_s=0.0, wait=step % 2 == 0)
+        state_d.end_iteration(iter_s=0.0, wait=False)
+        same.append(all(torch.equal(a.grad, b.grad) and torch.equal(a.grad, c.grad)
+                        for a, b, c in zip(plain.parameters(), hooked.parameters(),
+                                           deferred.parameters(), strict=True)))
+    state.flush()
+    n_before_flush = len(state_d.history)
+    state_d.flush()
     return {"same": same, "params": [p.detach().clone() for p in hooked.parameters()],
-            "n_buckets": len(state.history)}
+            "n_iterations": len(state.history), "n_deferred_before": n_before_flush,
+            "deferred": [(h.iteration, h.bytes_sent, h.gain, h.comm_s >= 0)
+                         for h in state_d.history],
+            "live": [(h.iteration, h.bytes_sent, h.gain, h.comm_s >= 0)
+                     for h in state.history]}
 
 
 # ------------------------------------------------------------------ scenario: sparse by hand
@@ -122,7 +138,8 @@ def _train(ddp: DDP, state: CompressionHookState, opt: torch.optim.Optimizer,
         opt.zero_grad()
         nn.functional.cross_entropy(ddp(x), y).backward()
         opt.step()
-        state.end_iteration(iter_s=0.001)
+        state.end_iteration(iter_s=0.001, wait=False)
+    state.flush()  # a launched collective must be waited for before the process group goes
 
 
 def _decisions(rank: int, world: int) -> list[float]:
@@ -130,6 +147,7 @@ def _decisions(rank: int, world: int) -> list[float]:
                        collective="allgather")
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     _train(ddp, state, opt, torch.Generator().manual_seed(rank), 10)
+    state.flush()
     return [h.decision.density for h in state.history]
 
 
@@ -187,6 +205,17 @@ def test_dense_hook_equals_ddp_default_bit_for_bit(ranks: list[dict[str, Any]]) 
         assert torch.equal(a, b)
 
 
+def test_deferred_agreement_records_every_iteration_at_flush(
+        ranks: list[dict[str, Any]]) -> None:
+    for r in ranks:
+        d = r["dense"]
+        assert d["n_deferred_before"] == 0  # nothing agreed (no collective) before flush()
+        assert d["n_iterations"] == 4
+        assert d["deferred"] == d["live"]  # same iterations, bytes, gain 1, comm measured
+        assert [it for it, *_ in d["deferred"]] == [0, 1, 2, 3]
+    assert ranks[0]["dense"]["deferred"] == ranks[1]["dense"]["deferred"]
+
+
 @pytest.mark.parametrize("collective", ["allgather", "artopk-ring"])
 def test_sparse_average_is_exact(ranks: list[dict[str, Any]], collective: str) -> None:
     res = [r[collective] for r in ranks]
@@ -236,3 +265,6 @@ def test_state_rejects_bad_arguments() -> None:
         CompressionHookState(controller=ctl, world_size=2, rank=2)
     with pytest.raises(InputError, match="owner"):
         CompressionHookState(controller=ctl, world_size=2, rank=0, owner_rule="best")
+    with pytest.raises(InputError, match="VAR"):
+        CompressionHookState(controller=ctl, world_size=2, rank=0, owner_rule="var",
+                             agree_each_step=False)
