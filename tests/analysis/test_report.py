@@ -88,6 +88,21 @@ def test_time_to_accuracy_basis_when_runs_have_accuracy(tmp_path: Path) -> None:
         assert grp["tta_s"].notna().all()
 
 
+def test_iteration_speedups_stay_on_iteration_time_when_tta_is_the_basis(tmp_path: Path) -> None:
+    m = run_metrics(load_results(_sweep(tmp_path, with_accuracy=True)))
+    assert not any(c.endswith(("_x", "_y")) for c in m.columns)  # no merge clashes
+    assert m["tta_target"].notna().all()
+    m = m.set_index(["trace", "policy_label", "seed"]).sort_index()
+    for trace in LINKS:
+        row = m.loc[(trace, "fixed density=0.1", 0)]
+        assert row["iter_speedup_vs_dense"] == pytest.approx(
+            _iter_s(trace, 1.0) / _iter_s(trace, 0.1)
+        )
+        assert row["iter_speedup_vs_best_fixed"] == pytest.approx(
+            _iter_s(trace, 0.01) / _iter_s(trace, 0.1)
+        )
+
+
 def test_time_to_accuracy_closed_form() -> None:
     run = pd.DataFrame(
         {"start_s": [0.0, 1.0, 3.0], "iter_s": [1.0, 2.0, 2.0], "pred_accuracy": [0.1, 0.5, 0.9]}
