@@ -178,6 +178,9 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
             shaper.stop()
     if rank == 0 and out is not None:
         _write(cfg, rows, out, world, force, model, state)
+    # Every rank leaves together: no rank tears its process group down while another still
+    # finishes a collective (or rank 0 still writes).
+    dist.barrier()
     return rows
 
 
