@@ -32,7 +32,7 @@ examples:
   compctl trace show seed003-steps
   compctl trace gen seed003 --param step_s=10 --out /tmp/s.csv
   compctl trace import pensieve norway.tsv --latency-ms 20 --out /tmp/norway.csv
-  compctl trace plot delay-highvar --out /tmp/highvar.png
+  compctl trace plot delay-highvar --out highvar.png
 """
 
 _GEN_EPILOG = """\
