@@ -40,36 +40,14 @@ def paced_trace(
 ) -> PiecewiseTrace:
     """The trace that paces collectives among ``n_workers``: the bottleneck of their links.
 
-    The pointwise bottleneck is reduced in a tree of :func:`traces.model.bottleneck` calls over
-    ``fan_in`` traces at a time. One call over all L links costs O(union of breakpoints x L),
-    quadratic when every link changes state at its own times; the tree keeps each call small, so
-    the total is O(total breakpoints x fan_in x log L) whatever the grids, and no slower than one
-    call when the links share a sampling grid (then one call is made). Pointwise max/min are associative and runs of equal
-    states are merged, so the result is the same trace either way.
-
-    ``force_tree`` skips the shared-grid shortcut (for tests).
-
-    Links that loop with different periods are unrolled to ``horizon_s`` (after which the
-    bottleneck holds its last state).
+    See :func:`traces.model.bottleneck` for the cost (a tree reduction over ``fan_in`` links at a
+    time when the links change state at their own times). ``force_tree`` is for tests. Links that
+    loop with different periods are unrolled to ``horizon_s`` (after which the bottleneck holds
+    its last state).
     """
     labels = traces.labels
-    level = [traces.links[k] for k in labels[: min(n_workers, len(labels))]]
-    if len(level) == 1:
-        return level[0]
-    total = sum(t.n_segments for t in level)
-    grid = np.unique(np.concatenate([t.time_s for t in level])).shape[0]
-    if grid * len(level) <= 8 * total and not force_tree:
-        # The links (mostly) share a sampling grid: one vectorised call is cheapest.
-        return bottleneck(level, horizon_s=horizon_s)
-    fan_in = max(2, int(fan_in))
-    while len(level) > 1:
-        level = [
-            bottleneck(level[i : i + fan_in], horizon_s=horizon_s)
-            if i + 1 < len(level)
-            else level[i]
-            for i in range(0, len(level), fan_in)
-        ]
-    return level[0]
+    used = [traces.links[k] for k in labels[: min(n_workers, len(labels))]]
+    return bottleneck(used, horizon_s=horizon_s, fan_in=fan_in, force_tree=force_tree)
 
 
 class StragglerModel:

@@ -237,18 +237,44 @@ class PiecewiseTrace:
         )
 
 
-def bottleneck(traces: Iterable[PiecewiseTrace], *, horizon_s: float | None = None) -> PiecewiseTrace:
+def bottleneck(
+    traces: Iterable[PiecewiseTrace],
+    *,
+    horizon_s: float | None = None,
+    fan_in: int = 8,
+    force_tree: bool = False,
+) -> PiecewiseTrace:
     """The pointwise worst link: max latency, min bandwidth, max loss over ``traces``.
 
     A collective whose every step involves every link (ring, allgather, PS) is paced by this
     trace. Traces that loop with different periods are unrolled to ``horizon_s`` (required then).
-    Cost: O(total breakpoints * log) — linear in the number of links.
+
+    One vectorised pass over the union of all breakpoints costs O(union x links): cheap when the
+    links share a sampling grid, quadratic when every link changes state at its own times. In
+    that case the reduction runs as a tree over ``fan_in`` traces at a time, O(total breakpoints
+    x fan_in x log links). Pointwise max/min are associative and equal runs are merged, so both
+    give the same trace. ``force_tree`` takes the tree path regardless (for tests).
     """
     ts = list(traces)
     if not ts:
         raise ValueError("bottleneck of no traces")
     if len(ts) == 1:
         return ts[0]
+    total = sum(t.n_segments for t in ts)
+    grid = np.unique(np.concatenate([t.time_s for t in ts])).shape[0]
+    if grid * len(ts) <= 8 * total and not force_tree:
+        return _bottleneck_once(ts, horizon_s)
+    fan_in = max(2, int(fan_in))
+    while len(ts) > 1:
+        ts = [
+            _bottleneck_once(ts[i : i + fan_in], horizon_s) if i + 1 < len(ts) else ts[i]
+            for i in range(0, len(ts), fan_in)
+        ]
+    return ts[0]
+
+
+def _bottleneck_once(ts: list[PiecewiseTrace], horizon_s: float | None) -> PiecewiseTrace:
+    """One vectorised pass of :func:`bottleneck` over the union of the breakpoints."""
     periods = {t.period_s for t in ts}
     period: float | None = None
     if len(periods) == 1:
