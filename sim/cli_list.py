@@ -91,6 +91,7 @@ def workload_rows() -> list[dict[str, Any]]:
                 "params": prof.total_params,
                 "grad_bytes": prof.grad_bytes(),
                 "compute_s": prof.forward_s + prof.backward_s + prof.optimizer_s,
+                "buckets_25MB": len(prof.buckets(25e6)),
             }
         )
     return rows
@@ -123,7 +124,8 @@ def _write_workloads(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         sys.stdout.write(
             f"{row['name']:<14} {row['params'] / 1e6:9.3f} M params  "
-            f"compute {row['compute_s'] * 1e3:8.2f} ms  {row['description']}\n"
+            f"compute {row['compute_s'] * 1e3:8.2f} ms  {row['buckets_25MB']:3d} buckets  "
+            f"{row['description']}\n"
         )
 
 

@@ -1,4 +1,4 @@
-"""``compctl sim``, ``compctl cost`` and ``compctl workloads``: the simulator's commands.
+"""``compctl sim`` and ``compctl cost``: the simulator's commands.
 
 Human units at the command line only (ms, Gbit/s, MB); everything is converted to SI here.
 MB = 10^6 bytes, MiB = 2^20 bytes, Gbit/s = 10^9 bit/s.
@@ -88,7 +88,7 @@ examples:
       --param key=value --straggler-sigma 0.1 --out runs/y
 
 The trace is a bundled name (compctl trace list), a .csv/.parquet file, or a generator spec
-such as const:lat_ms=1,bw_gbps=10. Workloads: compctl workloads (or a JSON profile path).
+such as const:lat_ms=1,bw_gbps=10. Workloads: compctl list workloads (or a JSON profile path).
 With --density below 1 and no --compressor, topk is used for sparse collectives (allgather,
 artopk-*) and randomk for same-index ones (ring, tree, rhd, ps, hierarchical); with
 --collective auto the policy's default (topk) is kept.
@@ -343,43 +343,7 @@ def _run_cost(args: argparse.Namespace) -> int:
     return 0
 
 
-# ------------------------------------------------------------------------------ workloads
-def _add_workloads(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser(
-        "workloads",
-        help="list the built-in workload profiles",
-        description="List the built-in workload profiles (sim/profiles/*.json).",
-        epilog="examples:\n  compctl workloads\n  compctl workloads --json\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.set_defaults(func=_run_workloads)
-
-
-def _run_workloads(args: argparse.Namespace) -> int:
-    from sim.workloads import load_profile, profile_names
-
-    for name in profile_names():
-        prof = load_profile(name)
-        row = {
-            **prof.summary(),
-            "grad_bytes": prof.grad_bytes(),
-            "buckets_25MB": len(prof.buckets(25e6)),
-            "description": prof.description,
-        }
-        if args.json:
-            sys.stdout.write(json.dumps(row, sort_keys=True) + "\n")
-        else:
-            sys.stdout.write(
-                f"{name:<12} {prof.total_params / 1e6:9.3f} M params  "
-                f"fwd+bwd {(prof.forward_s + prof.backward_s) * 1e3:8.2f} ms  "
-                f"{row['buckets_25MB']:3d} buckets  {prof.description}\n"
-            )
-    return 0
-
-
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``sim``, ``cost`` and ``workloads`` to ``sub``."""
     _add_sim(sub)
     _add_cost(sub)
-    _add_workloads(sub)

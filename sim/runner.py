@@ -105,7 +105,7 @@ class SimConfig:
     """Everything that determines a simulated run; SI units.
 
     Attributes:
-        workload: built-in profile name (``compctl workloads``) or path to a JSON profile.
+        workload: built-in profile name (``compctl list workloads``) or path to a JSON profile.
         workers: number of data-parallel workers (>= 1).
         trace: bundled trace name, trace file path, or generator spec (see ``compctl trace``).
         policy: registered policy name (``compctl list policies``).

@@ -1,4 +1,4 @@
-"""``compctl sim``, ``compctl cost`` and ``compctl workloads`` through the real entry point."""
+"""``compctl sim``, ``compctl cost`` and ``compctl list workloads`` through the real entry point."""
 
 from __future__ import annotations
 
@@ -211,10 +211,11 @@ def test_sim_bad_input_leaves_nothing(
 
 
 def test_workloads_listing(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["workloads", "--json"]) == 0
+    assert main(["list", "workloads", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     by_name = {r["name"]: r for r in rows}
     assert by_name["gpt2-small"]["params"] == 124_439_808
+    assert by_name["resnet50"]["buckets_25MB"] >= 4
 
 
 def test_sim_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
