@@ -18,12 +18,11 @@ import math
 from sim.compress.spec import get_spec
 
 from ..decision_builder import AUTO, DecisionBuilder
-from ..hysteresis import ChangeGate
 from ..registry import register_policy
 from ..selector import cheapest_collective, collective_time_s
 from ..types import Observation
 from .delay_aware import target_delay_s
-from .density_base import DensityPolicy
+from .density_base import GatedDensityPolicy
 
 __all__ = ["BandwidthBudgetPolicy", "predicted_comm_s", "largest_density_within"]
 
@@ -93,7 +92,7 @@ def largest_density_within(
     "dc2-budget",
     "DC2-style: largest density whose predicted comm time (monitor alpha, beta) fits a budget.",
 )
-class BandwidthBudgetPolicy(DensityPolicy):
+class BandwidthBudgetPolicy(GatedDensityPolicy):
     """Fit the payload to a communication-time budget using the estimated alpha and beta."""
 
     def __init__(
@@ -118,17 +117,14 @@ class BandwidthBudgetPolicy(DensityPolicy):
         self.budget_s = budget_s
         self.ratio = float(budget_compute_ratio)
         self.hysteresis = float(hysteresis)
-        self._gate = ChangeGate(patience=patience)
         super().__init__(
+            patience=patience,
             min_density=min_density,
             max_density=max_density,
             initial_density=initial_density,
             compressor=compressor,
             collective=collective,
         )
-
-    def _reset_state(self) -> None:
-        self._gate.reset()
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         budget = target_delay_s(obs, self.budget_s, self.ratio)
@@ -144,6 +140,4 @@ class BandwidthBudgetPolicy(DensityPolicy):
             self._gate.reset()
             return best  # missing the budget: shrink at once
         want = 1 if best > self.density * (1.0 + self.hysteresis) else 0
-        if self._gate.request(want) > 0:
-            return best
-        return self.density
+        return self._gated(want, down=self.density, up=best)

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import math
 
-from ..hysteresis import ChangeGate
 from ..monitor import MinFilter
 from ..registry import register_policy
 from ..selector import collective_time_s
 from ..types import Observation
-from .density_base import DensityPolicy
+from .density_base import DensityPolicy, GatedDensityPolicy
 
 __all__ = ["DelayAimdPolicy", "DelayVegasPolicy", "DelayPiPolicy", "target_delay_s"]
 
@@ -56,7 +55,7 @@ def _check_target(target_s: float | None, ratio: float) -> None:
     "dc2-aimd",
     "DC2-style: AIMD on measured comm delay vs a target (add density below, halve above).",
 )
-class DelayAimdPolicy(DensityPolicy):
+class DelayAimdPolicy(GatedDensityPolicy):
     """Additive-increase / multiplicative-decrease of the density on the delay signal.
 
     Above ``target * (1 + deadband)`` the density is multiplied by ``decrease_factor``; below
@@ -91,17 +90,14 @@ class DelayAimdPolicy(DensityPolicy):
         self.increase_step = float(increase_step)
         self.decrease_factor = float(decrease_factor)
         self.deadband = float(deadband)
-        self._gate = ChangeGate(patience=patience)
         super().__init__(
+            patience=patience,
             min_density=min_density,
             max_density=max_density,
             initial_density=initial_density,
             compressor=compressor,
             collective=collective,
         )
-
-    def _reset_state(self) -> None:
-        self._gate.reset()
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         target = target_delay_s(obs, self.target_s, self.ratio)
@@ -112,19 +108,16 @@ class DelayAimdPolicy(DensityPolicy):
             want = -1
         elif obs.comm_s < target * (1.0 - self.deadband):
             want = 1
-        act = self._gate.request(want)
-        if act < 0:
-            return self.density * self.decrease_factor
-        if act > 0:
-            return self.density + self.increase_step
-        return self.density
+        return self._gated(
+            want, down=self.density * self.decrease_factor, up=self.density + self.increase_step
+        )
 
 
 @register_policy(
     "dc2-vegas",
     "DC2-style: Vegas-like; keep the extra delay over the base link's delay inside a band.",
 )
-class DelayVegasPolicy(DensityPolicy):
+class DelayVegasPolicy(GatedDensityPolicy):
     """Vegas-like: compare the measured delay with the *expected* delay on the base link.
 
     TCP Vegas compares the actual rate with the rate expected at the base (minimum) RTT and keeps
@@ -162,8 +155,8 @@ class DelayVegasPolicy(DensityPolicy):
         self.high_band = float(high_band)
         self.base_window = int(base_window)
         self.step_factor = float(step_factor)
-        self._gate = ChangeGate(patience=patience)
         super().__init__(
+            patience=patience,
             min_density=min_density,
             max_density=max_density,
             initial_density=initial_density,
@@ -172,7 +165,7 @@ class DelayVegasPolicy(DensityPolicy):
         )
 
     def _reset_state(self) -> None:
-        self._gate.reset()
+        super()._reset_state()
         self._min_latency = MinFilter(self.base_window)
         self._min_beta = MinFilter(self.base_window)
 
@@ -195,12 +188,9 @@ class DelayVegasPolicy(DensityPolicy):
             want = -1
         elif extra_s < self.low_band * scale_s:
             want = 1
-        act = self._gate.request(want)
-        if act < 0:
-            return self.density / self.step_factor
-        if act > 0:
-            return self.density * self.step_factor
-        return self.density
+        return self._gated(
+            want, down=self.density / self.step_factor, up=self.density * self.step_factor
+        )
 
 
 @register_policy(

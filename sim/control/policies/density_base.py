@@ -10,13 +10,15 @@ observation taken under an older decision says nothing about the current one).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from ..decision_builder import AUTO, DecisionBuilder, check_density_range
+from ..hysteresis import ChangeGate
 from ..types import Decision, Observation
 
-__all__ = ["DensityPolicy", "iteration_time_s"]
+__all__ = ["DensityPolicy", "GatedDensityPolicy", "iteration_time_s"]
 
 
 def iteration_time_s(obs: Observation) -> float | None:
@@ -86,3 +88,30 @@ class DensityPolicy:
         self.density = self._clip(self._next_density(obs, self._is_current(obs)))
         self._last = self._builder.build(self.density, obs)
         return self._last
+
+
+class GatedDensityPolicy(DensityPolicy):
+    """A :class:`DensityPolicy` whose moves need ``patience`` agreeing observations.
+
+    Subclasses say which way they want to go each step (-1, 0 or +1) and what the density would
+    become either way; :meth:`_gated` applies a move only once the
+    :class:`~sim.control.hysteresis.ChangeGate` lets it through, so noise does not make the
+    density flap.
+    """
+
+    def __init__(self, *, patience: int, **base: Any) -> None:
+        # The gate exists before the base constructor calls reset() -> _reset_state().
+        self._gate = ChangeGate(patience=patience)
+        super().__init__(**base)
+
+    def _reset_state(self) -> None:
+        self._gate.reset()
+
+    def _gated(self, want: int, *, down: float, up: float) -> float:
+        """``down`` or ``up`` once the gate agrees with ``want``, else the density in force."""
+        act = self._gate.request(want)
+        if act < 0:
+            return down
+        if act > 0:
+            return up
+        return self.density
