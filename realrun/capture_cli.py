@@ -241,6 +241,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                                 tuple(c.eval_accuracy), label=spec))
     params = calibrate(
         tr, curves, targets, compressor=args.compressor, mu=args.mu, phase=args.phase,
+        knee=args.knee,
         note=f"compctl convergence-calibrate on {', '.join(specs)}; runs in {runs_path.name}",
     )
     params.save(args.out)
@@ -249,6 +250,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(
             f"wrote {args.out}: lam={params.lam:.4g} mu={params.mu:.4g} alpha={params.alpha:.4g} phase={params.phase:.4g} "
+            f"knee={params.knee:.4g} "
             f"(rms log error {params.fit_rms_log_error:.3f} over {len(curves)} runs)\n"
         )
     return 0
@@ -350,6 +352,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     c.add_argument("--fit-mu", action="store_true", help=argparse.SUPPRESS)  # the default now; old scripts
     c.add_argument("--phase", type=float, default=None,
                    help="fix the phase parameter (0 = no late-training lag decay); default: fit it")
+    c.add_argument("--knee", type=float, default=None,
+                   help="fix the staleness knee (0 = stale steps lose no usefulness); default: fit it")
     c.add_argument("--out", required=True, help="parameters JSON to write")
     c.add_argument("--json", action="store_true")
     c.add_argument("--quiet", action="store_true")

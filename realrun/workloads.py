@@ -20,7 +20,10 @@ Workloads:
 * ``char-lstm``: next-character prediction on the bundled procedural corpus
   ``realrun/data/fables.txt`` (48 kB, written by :mod:`realrun.workloads_corpus`), embedding 32,
   one LSTM layer of 128 units, windows of 32 characters; accuracy is next-character accuracy.
-  SGD with momentum 0.9, lr 0.5, batch 16 windows per worker.
+  Plain SGD (no momentum), lr 5.0, batch 16 windows per worker: the classic recipe for LSTM
+  language models, and one where error feedback sees the optimiser's whole update (with momentum
+  applied after sparsification, the combination DGC's momentum correction exists to fix, real
+  runs stalled for 60-150 iterations after a density drop; docs/convergence.md).
 
 Data split and sharding: digits are split 80/20 into train/test by a fixed permutation (seed 0,
 independent of the run seed). Each epoch, the training indices are permuted by a generator seeded
@@ -295,8 +298,7 @@ def _registry() -> dict[str, Workload]:
             loss_fn=_seq_loss,
             evaluate=_lstm_eval,
             default_batch_size=16,
-            lr=0.5,
-            momentum=0.9,
+            lr=5.0,
         ),
     }
 

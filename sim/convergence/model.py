@@ -124,6 +124,7 @@ class ConvergenceModel:
         mu: np.ndarray | float | None = None,
         alpha: np.ndarray | float | None = None,
         phase: np.ndarray | float | None = None,
+        knee: np.ndarray | float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Progress after each iteration (shape (T+1, *P)) and gains (T+1,).
 
@@ -135,12 +136,15 @@ class ConvergenceModel:
         mu_ = np.asarray(par.mu if mu is None else mu, dtype=float)
         alp_ = np.asarray(par.alpha if alpha is None else alpha, dtype=float)
         ph_ = np.asarray(par.phase if phase is None else phase, dtype=float)
-        shape = np.broadcast(lam_, mu_, alp_, ph_).shape
+        kn_ = np.asarray(par.knee if knee is None else knee, dtype=float)
+        shape = np.broadcast(lam_, mu_, alp_, ph_, kn_).shape
         gains = self.gain_schedule(densities, compressor)
         if shape == ():
-            prog = progress_scalar(gains, float(lam_), float(mu_), float(alp_), float(ph_))
+            prog = progress_scalar(
+                gains, float(lam_), float(mu_), float(alp_), float(ph_), float(kn_)
+            )
             return prog, gains
-        return progress_grid(gains, lam_, mu_, alp_, ph_), gains
+        return progress_grid(gains, lam_, mu_, alp_, ph_, kn_), gains
 
     def gain_schedule(self, densities: Sequence[float], compressor: str = "topk") -> np.ndarray:
         """Gain at each iteration ``t = 0..T`` (index 0 is 1.0): the sampled step nearest ``t``.

@@ -26,6 +26,7 @@ class ConvergenceParams:
         lam, mu, alpha: the model's parameters.
         phase: iterations over which the lag per unit of staleness halves;
             0 means it stays ``lam`` (see :mod:`sim.convergence.progress`).
+        knee: staleness (iterations) at which a step's usefulness halves; 0 = off.
         calibrated_on: densities of the real calibration runs.
         targets: what the fit matched (e.g. ``"loss<=0.5"``).
         fit_rms_log_error: root-mean-square of log(predicted / real iterations) over the fit.
@@ -38,13 +39,14 @@ class ConvergenceParams:
     mu: float
     alpha: float
     phase: float = 0.0
+    knee: float = 0.0
     calibrated_on: tuple[float, ...] = ()
     targets: tuple[str, ...] = ()
     fit_rms_log_error: float = float("nan")
     note: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("lam", "mu", "alpha", "phase"):
+        for name in ("lam", "mu", "alpha", "phase", "knee"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise InputError(f"convergence parameter {name} must be finite and >= 0, got {v!r}")
@@ -73,6 +75,7 @@ class ConvergenceParams:
                 mu=float(data["mu"]),
                 alpha=float(data["alpha"]),
                 phase=float(data.get("phase", 0.0)),
+                knee=float(data.get("knee", 0.0)),
                 calibrated_on=tuple(float(x) for x in data.get("calibrated_on", ())),
                 targets=tuple(str(x) for x in data.get("targets", ())),
                 fit_rms_log_error=float(data.get("fit_rms_log_error", float("nan"))),

@@ -11,13 +11,17 @@ char-lstm with momentum SGD), a loss of efficiency per step. Per iteration ``t``
     s_t = 1/g_t - 1                                      # staleness: iterations held back
     r_t = min(1, mu * g_t)                               # the residual turns over in ~1/g steps
     L_t = L_{t-1} + r_t * (lam * s_t / (1 + t/phase) - L_{t-1})         # lag
-    q_t = q_{t-1} + g_t ** alpha                         # per-step efficiency
+    e_t = g_t ** alpha / (1 + s_t / knee)                # per-step efficiency
+    q_t = q_{t-1} + e_t
     p_t = max(p_{t-1}, q_t - L_t)                        # progress never goes backwards
 
-Parameters: ``lam`` (lag per iteration of staleness), ``alpha`` (per-step efficiency ``g ** alpha``),
+Parameters: ``lam`` (lag per iteration of staleness), ``alpha`` and ``knee`` (per-step
+efficiency: ``g ** alpha`` times the delayed-SGD factor ``1 / (1 + s / knee)``: an update that is
+``s`` iterations stale is about as useful as a fresh one while ``s`` is well below ``knee`` and
+loses usefulness in proportion beyond it; ``knee`` 0 turns the factor off),
 ``phase`` (later in training a given staleness costs less lag: halved after ``phase``
 iterations; 0 turns this off) and ``mu`` (how fast the lag follows a density change; 1 = the
-residual's own turnover). All four are calibrated per workload on real runs at a few fixed
+residual's own turnover). All five are calibrated per workload on real runs at a few fixed
 densities (:func:`sim.convergence.calibrate`). More gain never predicts
 less progress: gains are looked up by iteration (not by progress), ``L_t`` increases and ``q_t``
 decreases with every ``s_u``, and the running maximum keeps that order; a
@@ -40,7 +44,20 @@ __all__ = [
     "first_reach",
     "first_reach_grid",
     "check_metric",
+    "efficiency",
 ]
+
+
+def efficiency(g: ArrayLike, alpha: ArrayLike, knee: ArrayLike) -> np.ndarray:
+    """Per-step efficiency ``g ** alpha / (1 + s / knee)`` with ``s = 1/g - 1`` (knee 0: off).
+
+    Non-decreasing in the gain ``g`` for every ``alpha >= 0`` and ``knee >= 0``.
+    """
+    g_ = np.asarray(g, dtype=float)
+    k = np.asarray(knee, dtype=float)
+    s = 1.0 / g_ - 1.0
+    inv_k = np.where(k > 0, 1.0 / np.where(k > 0, k, 1.0), 0.0)
+    return np.asarray(g_ ** np.asarray(alpha, dtype=float) / (1.0 + s * inv_k))
 
 
 def check_metric(metric: str) -> str:
@@ -51,12 +68,13 @@ def check_metric(metric: str) -> str:
 
 
 def progress_scalar(
-    gains: np.ndarray, lam: float, mu: float, alpha: float, phase: float
+    gains: np.ndarray, lam: float, mu: float, alpha: float, phase: float, knee: float = 0.0
 ) -> np.ndarray:
     """Progress after each iteration for gains ``g_0..g_T`` (``g_0`` unused), shape (T+1,)."""
     # The same recurrence as the vectorised path in plain floats: much faster for one
     # parameter set, which is what calibration's polish and the simulator call most.
     inv_ph = 1.0 / phase if phase > 0 else 0.0
+    inv_k = 1.0 / knee if knee > 0 else 0.0
     g_list = gains.tolist()
     prog = [0.0] * len(g_list)
     lag = q = p = 0.0
@@ -64,7 +82,7 @@ def progress_scalar(
         g = g_list[t]
         s = 1.0 / g - 1.0
         lag += min(1.0, mu * g) * (lam * s / (1.0 + t * inv_ph) - lag)
-        q += g**alpha
+        q += g**alpha / (1.0 + s * inv_k)
         if q - lag > p:
             p = q - lag
         prog[t] = p
@@ -72,13 +90,18 @@ def progress_scalar(
 
 
 def progress_grid(
-    gains: np.ndarray, lam: np.ndarray, mu: np.ndarray, alpha: np.ndarray, phase: np.ndarray
+    gains: np.ndarray,
+    lam: np.ndarray,
+    mu: np.ndarray,
+    alpha: np.ndarray,
+    phase: np.ndarray,
+    knee: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """The recurrence for broadcasting parameter arrays: shape (T+1, *broadcast shape).
 
     This is how :func:`sim.convergence.calibrate` evaluates a whole parameter grid at once.
     """
-    shape = np.broadcast(lam, mu, alpha, phase).shape
+    shape = np.broadcast(lam, mu, alpha, phase, knee).shape
     inv_ph = np.where(phase > 0, 1.0 / np.where(phase > 0, phase, 1.0), 0.0)
     prog = np.zeros((len(gains), *shape))
     lag = np.zeros(shape)
@@ -88,7 +111,7 @@ def progress_grid(
         g = gains[t]
         s = 1.0 / g - 1.0
         lag = lag + np.minimum(1.0, mu * g) * (lam * s / (1.0 + t * inv_ph) - lag)
-        q = q + g**alpha
+        q = q + efficiency(g, alpha, knee)
         p = np.maximum(p, q - lag)
         prog[t] = p
     return prog

@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 from sim.errors import InputError
 
 from .model import ConvergenceModel
-from .progress import progress_scalar
+from .progress import efficiency, progress_scalar
 
 __all__ = [
     "progress_per_step",
@@ -49,7 +49,8 @@ def progress_per_step(
     """One iteration of the model: ``(progress increment, new lag)`` at iteration ``step``.
 
     A controller's reward is the increment divided by the iteration's seconds. At a fixed
-    density the lag settles, so the increment tends to ``g ** alpha``; switching to a
+    density the lag settles, so the increment tends to the per-step efficiency
+    ``g ** alpha / (1 + s / knee)``; switching to a
     lower density pays the extra lag over the next ~``1 / (mu g)`` iterations, and switching
     back recovers it (the residual is flushed), which is what a reward must see. The increment
     is clipped at 0 (progress never goes backwards), as in :meth:`ConvergenceModel.predict`.
@@ -65,7 +66,7 @@ def progress_per_step(
     s = 1.0 / g - 1.0
     damp = 1.0 + (step / par.phase if par.phase > 0 else 0.0)
     new_lag = lag + min(1.0, par.mu * g) * (par.lam * s / damp - lag)
-    inc = g**par.alpha - (new_lag - lag)
+    inc = float(efficiency(g, par.alpha, par.knee)) - (new_lag - lag)
     return max(0.0, inc), new_lag
 
 
@@ -92,7 +93,7 @@ def annotate_records(
         idx = np.nonzero(np.concatenate([[False], np.asarray(mask, dtype=bool)]))[0]
         gains[idx] = g[idx]
     par = model.params
-    prog = progress_scalar(gains, par.lam, par.mu, par.alpha, par.phase)[1:]
+    prog = progress_scalar(gains, par.lam, par.mu, par.alpha, par.phase, par.knee)[1:]
     return {
         "progress": prog,
         "pred_loss": model.curve_at(prog, "loss"),

@@ -55,8 +55,12 @@ def synthetic_trace(steps: int = 300, every: int = 10, workload: str = "syntheti
     )
 
 
-def model(lam: float = 0.8, mu: float = 1.0, alpha: float = 0.01, phase: float = 0.0) -> ConvergenceModel:
-    return ConvergenceModel(synthetic_trace(), ConvergenceParams("synthetic", "topk", lam, mu, alpha, phase))
+def model(
+    lam: float = 0.8, mu: float = 1.0, alpha: float = 0.01, phase: float = 0.0, knee: float = 0.0
+) -> ConvergenceModel:
+    return ConvergenceModel(
+        synthetic_trace(), ConvergenceParams("synthetic", "topk", lam, mu, alpha, phase, knee)
+    )
 
 
 def test_dense_reproduces_dense_curve_exactly() -> None:
@@ -90,16 +94,26 @@ def test_compression_slows_and_lag_matches_closed_form() -> None:
     assert np.allclose(pred.progress, expect)
 
 
+def test_knee_efficiency_matches_closed_form() -> None:
+    # No lag, alpha = 0: each step at staleness s counts 1 / (1 + s / knee) dense iterations.
+    m = model(lam=0.0, mu=1.0, alpha=0.0, knee=40.0)
+    s = 1 / np.sqrt(0.001) - 1
+    pred = m.predict([0.001] * 200)
+    assert np.allclose(pred.progress, np.arange(201) / (1 + s / 40.0))
+    assert np.array_equal(model(knee=0.0).predict([1.0] * 50).progress, np.arange(51.0))
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.sampled_from([1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001]), min_size=5, max_size=60),
     st.integers(min_value=0, max_value=59),
     st.floats(0.0, 3.0), st.floats(0.05, 20.0), st.floats(0.0, 1.0), st.sampled_from([0.0, 5.0, 100.0]),
+    st.sampled_from([0.0, 3.0, 50.0, 1000.0]),
 )
 def test_more_gain_never_slower(
-    sched: list[float], which: int, lam: float, mu: float, alpha: float, phase: float
+    sched: list[float], which: int, lam: float, mu: float, alpha: float, phase: float, knee: float
 ) -> None:
-    m = model(lam, mu, alpha, phase)
+    m = model(lam, mu, alpha, phase, knee)
     better = list(sched)
     i = which % len(sched)
     better[i] = min(1.0, better[i] * 3.0)  # raise one density: more gain at that step
@@ -130,6 +144,21 @@ def test_calibration_recovers_known_parameters() -> None:
         assert a is not None and b is not None
         assert abs(b - a) / a < 0.05
     assert fit.fit_rms_log_error < 0.03
+
+
+def test_calibration_finds_a_staleness_knee() -> None:
+    # Truth with a knee and almost no lag: fitted on fixed densities with every parameter free,
+    # the held-out densities and a switching schedule must come out within 5%.
+    truth = model(lam=0.1, mu=1.0, alpha=0.0, phase=0.0, knee=20.0)
+    targets = [("loss", v) for v in (1.5, 1.0, 0.7, 0.5, 0.3)]
+    fit = calibrate(truth.trace, _fixed_runs(truth), targets)
+    assert fit.knee > 0
+    fitted = ConvergenceModel(truth.trace, fit)
+    for sched in ([0.003] * 300, [0.0003] * 300, [0.1] * 60 + [0.001] * 240):
+        a = truth.iterations_to_target(sched, 1.0)
+        b = fitted.iterations_to_target(sched, 1.0)
+        assert a is not None and b is not None
+        assert abs(b - a) / a < 0.05
 
 
 def test_calibration_with_mu_free_predicts_a_switching_schedule() -> None:
@@ -173,9 +202,17 @@ def test_mismatched_params_and_trace() -> None:
 
 
 def test_params_roundtrip_and_bad_file(tmp_path: Path) -> None:
-    p = ConvergenceParams("synthetic", "topk", 0.5, 2.0, 0.01, 30.0, (1.0, 0.1), ("loss<=0.5",), 0.02)
+    p = ConvergenceParams(
+        "synthetic", "topk", 0.5, 2.0, 0.01, 30.0, 60.0, (1.0, 0.1), ("loss<=0.5",), 0.02
+    )
     path = p.save(tmp_path / "p.json")
     assert ConvergenceParams.load(path) == p
+    # Files written before the knee existed load with the knee off.
+    old = {k: v for k, v in p.to_json().items() if k != "knee"}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert ConvergenceParams.load(tmp_path / "old.json").knee == 0.0
+    with pytest.raises(InputError, match="knee"):
+        ConvergenceParams("x", "topk", 1.0, 1.0, 0.0, 0.0, -1.0)
     (tmp_path / "bad.json").write_text(json.dumps({"workload": "x"}))
     with pytest.raises(InputError, match="malformed"):
         ConvergenceParams.load(tmp_path / "bad.json")
@@ -212,8 +249,9 @@ def test_gradtrace_roundtrip_and_validation(tmp_path: Path) -> None:
         read_gradtrace(tmp_path / "ver.npz")
 
 
-def test_progress_per_step_matches_predict() -> None:
-    m = model(lam=0.7, mu=1.5, alpha=0.0)
+@pytest.mark.parametrize(("lam", "knee"), [(0.7, 0.0), (0.2, 25.0)])
+def test_progress_per_step_matches_predict(lam: float, knee: float) -> None:
+    m = model(lam=lam, mu=1.5, alpha=0.0, knee=knee)
     sched = [0.01] * 40 + [0.001] * 40 + [1.0] * 40
     pred = m.predict(sched)
     p = lag = 0.0
@@ -225,12 +263,15 @@ def test_progress_per_step_matches_predict() -> None:
 
 
 def test_scalar_and_grid_paths_agree() -> None:
-    m = model(lam=0.7, mu=1.3, alpha=0.1, phase=80.0)
+    m = model(lam=0.7, mu=1.3, alpha=0.1, phase=80.0, knee=30.0)
     sched = [0.1] * 30 + [0.001] * 60 + [0.01] * 30
     one, _ = m.progress(sched)
     grid, _ = m.progress(sched, lam=np.array([0.7, 0.2]))
     assert np.allclose(grid[:, 0], one)
     assert np.all(grid[:, 1] >= grid[:, 0])
+    knees, _ = m.progress(sched, knee=np.array([30.0, 300.0, 0.0]))
+    assert np.allclose(knees[:, 0], one)
+    assert np.all(knees[:, 1] >= knees[:, 0]) and np.all(knees[:, 2] >= knees[:, 1])
 
 
 def test_real_trace_dense_identity_and_monotone_in_density() -> None:
