@@ -104,3 +104,36 @@ def test_bundled_traces_valid() -> None:
         assert tr.workload == name
         gain = tr.model_gain("topk")
         assert np.all(np.diff(gain, axis=1) <= 1e-12 + 0.05)  # roughly falls with density
+
+
+def test_bundled_traces_match_the_current_recipe() -> None:
+    # Provenance: a bundled trace was captured with the workload's current optimiser, and a
+    # fresh short capture with its seed reproduces its first samples.
+    from realrun.capture import capture_gradtrace
+    from realrun.workloads import get_workload
+    from traces.gradtrace import bundled_gradtrace, bundled_gradtrace_names
+
+    for name in bundled_gradtrace_names():
+        assert bundled_gradtrace(name).header["lr"] == get_workload(name).lr, name
+    tr = bundled_gradtrace("char-lstm")
+    h = tr.header
+    fresh = capture_gradtrace(
+        "char-lstm", steps=20, every=h["every"], world_size=h["world_size"], seed=h["seed"],
+        compressors=h["compressors"], densities=h["densities"],
+    )
+    assert np.array_equal(fresh.steps, tr.steps[:2])
+    assert np.allclose(fresh.kept_sq, tr.kept_sq[:2], rtol=1e-9, atol=0.0)
+    assert np.allclose(fresh.eval_loss, tr.eval_loss[:3], rtol=1e-9, atol=0.0)
+
+
+def test_bundled_seed_repeats_are_labelled() -> None:
+    from realrun.capture import read_runs
+    from traces.gradtrace import GRADS_DIR
+
+    files = sorted(GRADS_DIR.glob("*.seed*.runs.json"))
+    assert files
+    for f in files:
+        seed = int(f.name.split(".seed")[1].split(".")[0])
+        runs = read_runs(f)
+        assert "topk@1" in runs, f.name  # its own dense run, the slowdown baseline
+        assert all(r.seed == seed for r in runs.values()), f.name
