@@ -3,8 +3,9 @@
 The model (docs/convergence.md derives and discusses it). With error feedback, what top-k leaves
 out is not lost but delayed: the residual holds about ``1/g - 1`` iterations' worth of gradient,
 ``g`` being the compression gain (kept energy / compensated energy). So compression adds a
-*lag*; and where stale or missing coordinates also make each step less useful (measured on
-char-lstm with momentum SGD), a loss of efficiency per step. Per iteration ``t`` at density
+*lag*; and where very stale coordinates also make each step less useful (measured on
+char-lstm: a near-constant slowdown factor that grows with staleness), a loss of efficiency per
+step. Per iteration ``t`` at density
 ``d_t``::
 
     g_t = gain(compressor, d_t, at iteration t)          # sampled from the gradient trace
@@ -21,7 +22,8 @@ efficiency: ``g ** alpha`` times the delayed-SGD factor ``1 / (1 + s / knee)``: 
 loses usefulness in proportion beyond it; ``knee`` 0 turns the factor off),
 ``phase`` (later in training a given staleness costs less lag: halved after ``phase``
 iterations; 0 turns this off) and ``mu`` (how fast the lag follows a density change; 1 = the
-residual's own turnover). All five are calibrated per workload on real runs at a few fixed
+residual's own turnover; calibration keeps it <= 1, so the lag never grows faster than one
+iteration can add to the residual). All five are calibrated per workload on real runs at a few fixed
 densities (:func:`sim.convergence.calibrate`). More gain never predicts
 less progress: gains are looked up by iteration (not by progress), ``L_t`` increases and ``q_t``
 decreases with every ``s_u``, and the running maximum keeps that order; a
