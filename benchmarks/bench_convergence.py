@@ -121,8 +121,7 @@ def summary(rows: list[dict[str, object]], err_key: str, slow_key: str) -> str:
         groups.setdefault((str(r["workload"]), str(r["run"]), str(r["kind"])), []).append(r)
     for (wl, run, kind), rs in groups.items():
         slows = [float(r[slow_key]) for r in rs]  # type: ignore[arg-type]
-        errs = [abs(float(r[err_key])) for r in rs if r[err_key] is not None]  # type: ignore[arg-type]
-        ok = sum(e <= 0.15 for e in errs)
+        errs, ok = _abs_errors(rs, err_key)
         out.append(
             f"| {wl} | {run} | {kind.lower()} | {len(rs)} | {min(slows):.2f}-{max(slows):.2f} | "
             f"{100 * float(np.mean(errs)):.1f}% | {100 * max(errs):.1f}% | {ok}/{len(rs)} |"
@@ -134,11 +133,16 @@ def _checked(rows: list[dict[str, object]], slow_key: str) -> list[dict[str, obj
     return [r for r in rows if r["kind"] != "CAL" and r[slow_key] is not None and float(r[slow_key]) >= 1.2]  # type: ignore[arg-type]
 
 
+def _abs_errors(rows: list[dict[str, object]], err_key: str) -> tuple[list[float], int]:
+    """|error| of each row that has one, and how many of them are within 15%."""
+    errs = [abs(float(r[err_key])) for r in rows if r[err_key] is not None]  # type: ignore[arg-type]
+    return errs, sum(e <= 0.15 for e in errs)
+
+
 def verdict(rows: list[dict[str, object]], err_key: str, slow_key: str, what: str) -> str:
     """One line: how many acceptance cases are within 15%, mean and max error."""
     checked = _checked(rows, slow_key)
-    errs = [abs(float(r[err_key])) for r in checked if r[err_key] is not None]  # type: ignore[arg-type]
-    ok = sum(e <= 0.15 for e in errs)
+    errs, ok = _abs_errors(checked, err_key)
     return (
         f"acceptance ({what}): {ok}/{len(checked)} held-out/adaptive cases >= 20% slower than dense "
         f"are within 15%; mean |error| {100 * float(np.mean(errs)) if errs else float('nan'):.1f}%, "

@@ -50,16 +50,14 @@ __all__ = [
 ]
 
 
-def efficiency(g: ArrayLike, alpha: ArrayLike, knee: ArrayLike) -> np.ndarray:
+def efficiency(g: float, alpha: float, knee: float) -> float:
     """Per-step efficiency ``g ** alpha / (1 + s / knee)`` with ``s = 1/g - 1`` (knee 0: off).
 
-    Non-decreasing in the gain ``g`` for every ``alpha >= 0`` and ``knee >= 0``.
+    Non-decreasing in the gain ``g`` for every ``alpha >= 0`` and ``knee >= 0``. The two
+    recurrences below inline it with ``1 / knee`` computed once.
     """
-    g_ = np.asarray(g, dtype=float)
-    k = np.asarray(knee, dtype=float)
-    s = 1.0 / g_ - 1.0
-    inv_k = np.where(k > 0, 1.0 / np.where(k > 0, k, 1.0), 0.0)
-    return np.asarray(g_ ** np.asarray(alpha, dtype=float) / (1.0 + s * inv_k))
+    inv_k = 1.0 / knee if knee > 0 else 0.0
+    return float(g**alpha / (1.0 + (1.0 / g - 1.0) * inv_k))
 
 
 def check_metric(metric: str) -> str:
@@ -105,6 +103,8 @@ def progress_grid(
     """
     shape = np.broadcast(lam, mu, alpha, phase, knee).shape
     inv_ph = np.where(phase > 0, 1.0 / np.where(phase > 0, phase, 1.0), 0.0)
+    knee_ = np.asarray(knee, dtype=float)
+    inv_k = np.where(knee_ > 0, 1.0 / np.where(knee_ > 0, knee_, 1.0), 0.0)
     prog = np.zeros((len(gains), *shape))
     lag = np.zeros(shape)
     q = np.zeros(shape)
@@ -113,7 +113,7 @@ def progress_grid(
         g = gains[t]
         s = 1.0 / g - 1.0
         lag = lag + np.minimum(1.0, mu * g) * (lam * s / (1.0 + t * inv_ph) - lag)
-        q = q + efficiency(g, alpha, knee)
+        q = q + g**alpha / (1.0 + s * inv_k)
         p = np.maximum(p, q - lag)
         prog[t] = p
     return prog

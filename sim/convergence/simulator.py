@@ -66,7 +66,7 @@ def progress_per_step(
     s = 1.0 / g - 1.0
     damp = 1.0 + (step / par.phase if par.phase > 0 else 0.0)
     new_lag = lag + min(1.0, par.mu * g) * (par.lam * s / damp - lag)
-    inc = float(efficiency(g, par.alpha, par.knee)) - (new_lag - lag)
+    inc = efficiency(g, par.alpha, par.knee) - (new_lag - lag)
     return max(0.0, inc), new_lag
 
 
