@@ -164,9 +164,13 @@ def test_transfer_carries_exactly_the_bytes(
     tr: PiecewiseTrace, start: float, nbytes: float
 ) -> None:
     end = tr.transfer_end_s(start, nbytes)
-    # bytes_between differences cumulative sums, so its rounding scales with bytes since t=0.
+    # bytes_between differences cumulative sums, so its rounding scales with bytes since t=0;
+    # and ``end`` is a float time: one unit in its last place carries up to bandwidth x ulp bytes.
     scale = tr.bytes_between(0.0, end)
-    assert tr.bytes_between(start, end) == pytest.approx(nbytes, rel=1e-9, abs=1e-12 * scale)
+    time_res = 2.0 * float(np.max(tr.bandwidth_Bps)) * float(np.spacing(end))
+    assert tr.bytes_between(start, end) == pytest.approx(
+        nbytes, rel=1e-9, abs=1e-12 * scale + time_res
+    )
 
 
 def test_constant_transfer_is_closed_form() -> None:
