@@ -106,6 +106,10 @@ def test_bundled_traces_valid() -> None:
         assert np.all(np.diff(gain, axis=1) <= 1e-12 + 0.05)  # roughly falls with density
 
 
+PROVENANCE_RTOL_KEPT = 1e-3
+PROVENANCE_RTOL_LOSS = 1e-4
+
+
 def test_bundled_traces_match_the_current_recipe() -> None:
     # Provenance: a bundled trace was captured with the workload's current optimiser, and a
     # fresh short capture with its seed reproduces its first samples.
@@ -122,8 +126,14 @@ def test_bundled_traces_match_the_current_recipe() -> None:
         compressors=h["compressors"], densities=h["densities"],
     )
     assert np.array_equal(fresh.steps, tr.steps[:2])
-    assert np.allclose(fresh.kept_sq, tr.kept_sq[:2], rtol=1e-9, atol=0.0)
-    assert np.allclose(fresh.eval_loss, tr.eval_loss[:3], rtol=1e-9, atol=0.0)
+    # Tolerance: training runs in float32, whose kernels sum in a different order on another
+    # CPU family (AVX2 vs AVX-512 blocking), and 20 SGD steps amplify those last-bit rounding
+    # differences. Measured between the bundle and a capture on an AMD EPYC: at most 2e-5
+    # relative on kept energy (its smallest entries) and 1e-7 on eval loss. A different recipe
+    # moves them far more (seed + 1: 66x on kept energy, 5% on loss), so 1e-3 and 1e-4 keep a
+    # 50x margin on both sides: portable across CPUs, still a provenance check.
+    assert np.allclose(fresh.kept_sq, tr.kept_sq[:2], rtol=PROVENANCE_RTOL_KEPT, atol=0.0)
+    assert np.allclose(fresh.eval_loss, tr.eval_loss[:3], rtol=PROVENANCE_RTOL_LOSS, atol=0.0)
 
 
 def test_bundled_seed_repeats_are_labelled() -> None:
