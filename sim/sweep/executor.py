@@ -18,7 +18,6 @@ workers return records to the client, which writes them, so no shared file syste
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import multiprocessing
@@ -73,29 +72,18 @@ RunFn = Callable[[dict[str, Any]], "tuple[pd.DataFrame, dict[str, Any]]"]
 
 
 def normalize_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Validate a raw configuration with the simulator and return its canonical dict."""
+    """Validate a raw configuration with the simulator and return its canonical dict.
+
+    Builds everything a run builds before its first step (workload, trace, policy with its
+    parameters, compressor/collective pair, memory bound), so a bad run fails here, before
+    any run starts, instead of inside a worker halfway through the sweep.
+    """
+    from sim.config_check import check_config
     from sim.runner import SimConfig
 
     cfg = SimConfig.from_dict(config)
-    # Resolving the policy parameters and the trace checks names and parameters now, before
-    # any run starts, instead of inside a worker halfway through the sweep.
-    cfg.resolved_policy_params()
-    _check_trace(cfg.trace)
+    check_config(cfg)
     return dict(cfg.to_dict())
-
-
-@functools.lru_cache(maxsize=64)
-def _check_trace(trace: str) -> None:
-    from sim.errors import InputError
-
-    try:
-        from traces.bundled import resolve_trace
-    except ImportError:  # the trace library is optional for the stand-in run functions
-        return
-    try:
-        resolve_trace(trace)
-    except InputError as exc:
-        raise InputError(f"trace: {exc}") from None
 
 
 def simulate_config(config: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
