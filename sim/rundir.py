@@ -3,6 +3,11 @@
 A run is written into a hidden temporary sibling directory and renamed into place only when both
 files are complete, so an interrupted writer never leaves a directory that looks finished, and a
 reader either sees a whole run or none.
+
+``force`` replaces only what :func:`sim.replace_guard.check_replaceable` accepts (an empty
+folder, a run or a sweep; never the current folder, the home folder or a folder of other files),
+and the swap is atomic (:func:`sim.atomic_files.swap_in_dir`): the old run stays whole until the
+new one takes its place.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sim.atomic_files import swap_in_dir
 from sim.errors import InputError
+from sim.replace_guard import check_replaceable
 
 from .schema import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 
@@ -28,12 +35,18 @@ META = "meta.json"
 
 
 def check_out_dir(out: str | os.PathLike[str], *, force: bool = False) -> Path:
-    """Validate an output directory before any work starts; :class:`InputError` if taken."""
+    """Validate an output directory before any work starts; :class:`InputError` if taken.
+
+    With ``force`` an existing ``out`` must be something ``--force`` may replace
+    (:func:`~sim.replace_guard.check_replaceable`); the check runs again at the swap.
+    """
     p = Path(out)
-    if p.exists() and not force:
+    if os.path.lexists(p) and not force:
         raise InputError(f"{p}: output already exists (use --force to replace it)")
-    if p.exists() and not p.is_dir():
-        raise InputError(f"{p}: exists and is not a directory")
+    if force:
+        check_replaceable(p)
+    if p.name in ("", ".", ".."):
+        raise InputError(f"{p}: name a new folder for the output, not {str(out)!r}")
     return p
 
 
@@ -61,7 +74,9 @@ def write_run(
 
     Same records and meta give the same bytes (no timestamps are added here).
     """
-    dest = Path(out)
+    dest = check_out_dir(out, force=True) if force else Path(out)
+    if dest.name in ("", ".", ".."):
+        raise InputError(f"{dest}: name a new folder for the output, not {str(out)!r}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp"))
     try:
@@ -69,11 +84,11 @@ def write_run(
         (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
         for name, data in (extra_files or {}).items():
             (tmp / name).write_bytes(data)
-        if dest.exists():
+        if os.path.lexists(dest):
             if not force:
                 raise InputError(f"{dest}: output already exists (use --force to replace it)")
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
+            check_replaceable(dest)  # again: the folder may have changed while the run ran
+        swap_in_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

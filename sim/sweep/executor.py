@@ -161,6 +161,9 @@ def _prepare(out_dir: Path, spec: SweepSpec | None, plan: list[tuple[str, Planne
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / PLAN_FILE).is_file():
         raise InputError(f"{out_dir}: exists and is not a sweep directory (no {PLAN_FILE})")
     runs_dir = out_dir / RUNS_DIR
+    if runs_dir.is_symlink() or (runs_dir.exists() and not runs_dir.is_dir()):
+        # Never followed: stale temp folders inside it are deleted below.
+        raise InputError(f"{runs_dir}: is a symbolic link or not a folder (a sweep makes its own)")
     runs_dir.mkdir(parents=True, exist_ok=True)
     # Left-overs of runs killed mid-write: never complete, safe to delete before anything starts.
     for stale in runs_dir.glob(".*.tmp"):
