@@ -11,16 +11,17 @@ then costs
   bandwidth; the step ends when its most loaded link has drained), at the transport's
   bandwidth efficiency, and no faster than a TCP window allows per connection.
 
-Chunk pipelining: with ``chunk_bytes`` the step's message is cut into ``C`` chunks flowing through
-all steps. Chunk ``c`` starts step ``s`` once it arrived from step ``s - 1`` and the link has sent
-chunk ``c - 1``; with ``slots`` chunks in flight a link sends at most ``slots`` chunks per chunk
-time plus round trip, which spreads evenly as a per-chunk interval
-``xe = max(x, (x + 2 d) / slots)``. So ``start[c] = max(A[c], start[c-1] + xe)`` for arrivals
-``A``: a running maximum numpy computes in one pass (``c xe + cummax(A - c xe)``), and the
-``R`` identical steps of a phase shift the result by ``R (x + d)``. On constant links a
-collective therefore takes ``sum_s (x_s + d_s) + (C - 1) xe`` for identical steps: the pipeline
-fill plus a steady state set by the slowest step. With one chunk and no extra latency (the
-``ideal`` transport) this is the alpha-beta closed form.
+Chunk pipelining: with ``chunk_bytes`` each step's message is cut into ``C`` chunks. A link is
+one resource for all the steps that use it (a ring uses every link in every step), so chunking
+cannot beat the bandwidth bound; what it buys is overlap: a step's chunks stream back to back,
+each taking ``x = X / C`` (or ``xe = max(x, (x + 2 d) / slots)`` when only ``slots`` chunks may
+be in flight: a window of chunks per round trip), and the next step's first chunk leaves as soon
+as it has arrived, ``x + d`` later. A step therefore holds the pipeline ``max(C xe, x + d)`` and
+the last one ends ``(C - 1) xe + x + d`` after it began: on constant links a collective of
+``S`` identical steps takes ``(S - 1) max(C xe, x + d) + (C - 1) xe + x + d`` (the pipelined
+closed form, :func:`pipelined_closed_form_s`): latency is paid once per pipeline fill when
+``C xe >= x + d``, once per step otherwise. With one chunk and no extra latency (the ``ideal``
+transport) this is the alpha-beta closed form ``S (X + d)``.
 
 Time-varying links: a phase runs with the link states at the time its first chunk starts, for as
 many steps as end before the next change of any link it uses; a step across a change finishes
@@ -41,7 +42,13 @@ from sim.collectives import Schedule
 from .topology import Topology
 from .transports import Transport
 
-__all__ = ["CompiledPhase", "CompiledSchedule", "LinkStates", "StepwiseNetwork"]
+__all__ = [
+    "CompiledPhase",
+    "CompiledSchedule",
+    "LinkStates",
+    "StepwiseNetwork",
+    "pipelined_closed_form_s",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,9 +197,9 @@ class StepwiseNetwork:
         return d, x
 
     def _cost(
-        self, idx: int, ph: CompiledPhase, key: tuple[int, ...], lat: np.ndarray, bw: np.ndarray
+        self, ph: CompiledPhase, key: tuple[int, ...], lat: np.ndarray, bw: np.ndarray
     ) -> tuple[float, float]:
-        ck = (idx, key if ph.traced else ())
+        ck = (id(ph), key if ph.traced else ())
         got = self._cost_cache.get(ck)
         if got is None:
             got = self._step_cost(ph, lat, bw)
@@ -230,55 +237,86 @@ class StepwiseNetwork:
     ) -> float:
         c_n = cs.chunks
         slots = self.transport.slots
-        ramp = np.arange(c_n, dtype=float)
-        arrive = np.zeros(c_n)  # relative to t0
+        t = t0
+        last = len(cs.phases) - 1
         for idx, ph in enumerate(cs.phases):
             left = ph.repeats
             while left > 0:
-                now = t0 + float(arrive[0])
                 if fixed is not None:
                     key: tuple[int, ...] = ()
                     lat, bw = fixed
                     nxt = math.inf
                 else:
-                    key, lat, bw, nxt = self.states.at(now)
+                    key, lat, bw, nxt = self.states.at(t)
                     if not ph.traced:
                         nxt = math.inf
-                d, big_x = self._cost(id(ph), ph, key, lat, bw)
-                x = big_x / c_n
-                step = x + d
-                if step <= 0 or nxt == math.inf:
-                    fit = left
-                else:
-                    fit = min(left, int((nxt - now) // step))
-                if fit >= 1:
-                    xe = max(x, (x + 2.0 * d) / slots) if slots > 0 else x
-                    start = ramp * xe + np.maximum.accumulate(arrive - ramp * xe)
-                    arrive = start + fit * step
-                    left -= fit
+                step, tail = _step_times(*self._cost(ph, key, lat, bw), c_n, slots)
+                # The schedule's very last step drains the pipeline instead of feeding it.
+                final = idx == last
+                body = left - 1 if final else left
+                if body > 0:
+                    fit = body if nxt == math.inf else min(body, int((nxt - t) // step))
+                    if fit >= 1:
+                        t += fit * step
+                        left -= fit
+                        continue
+                    t = self._straddle(ph, t, nxt, step, c_n, slots, tail=False)
+                    left -= 1
                     continue
-                # One step across a change of state: finish its remaining part at the new state.
-                arrive = arrive + self._straddle(ph, idx, now, nxt, d, big_x)
+                if t + tail <= nxt:
+                    t += tail
+                else:
+                    t = self._straddle(ph, t, nxt, tail, c_n, slots, tail=True)
                 left -= 1
-        return float(arrive[-1])
+        return t - t0
 
     def _straddle(
-        self, ph: CompiledPhase, idx: int, now: float, nxt: float, d: float, big_x: float
+        self,
+        ph: CompiledPhase,
+        t: float,
+        nxt: float,
+        dur: float,
+        c_n: int,
+        slots: int,
+        *,
+        tail: bool,
     ) -> float:
-        """Relative end of one whole step started at ``now`` whose links change at ``nxt``."""
-        t = now
-        left = 1.0  # fraction of the step's bytes still to send
-        lat_left = d
+        """End of one step started at ``t`` whose links change state at ``nxt``: the part done
+        before the change is kept, the rest runs at the new state (and so on)."""
+        left = 1.0  # fraction of the step still to do
         for _ in range(10_000):
-            if t + lat_left >= nxt:  # still in flight when the state changes
-                lat_left -= nxt - t
-            else:
-                t += lat_left
-                lat_left = 0.0
-                if big_x <= 0 or t + left * big_x <= nxt:
-                    return t + left * big_x - now
-                left -= (nxt - t) / big_x
+            if dur <= 0 or t + left * dur <= nxt:
+                return t + left * dur
+            left -= (nxt - t) / dur
             t = nxt
             key, lat, bw, nxt = self.states.at(t)
-            d, big_x = self._cost(id(ph), ph, key, lat, bw)
-        return t + lat_left + left * big_x - now  # pragma: no cover - pathological trace
+            step, last = _step_times(*self._cost(ph, key, lat, bw), c_n, slots)
+            dur = last if tail else step
+        return t + left * dur  # pragma: no cover - pathological trace
+
+
+def _step_times(d: float, big_x: float, chunks: int, slots: int) -> tuple[float, float]:
+    """``(step, last)``: how long a step holds the pipeline, and how long the final one takes.
+
+    A step's ``C`` chunks stream back to back on its most loaded link, each taking
+    ``x = X / C`` or, with ``slots`` chunks in flight, ``xe = max(x, (x + 2 d) / slots)``; the
+    next step's first chunk can leave once it has arrived, ``x + d`` after it left. So a step
+    holds the pipeline ``max(C xe, x + d)``, and the final one ends ``(C - 1) xe + x + d`` after
+    it began. With one chunk both are ``X + d``: the alpha-beta step.
+    """
+    x = big_x / chunks
+    xe = max(x, (x + 2.0 * d) / slots) if slots > 0 else x
+    if chunks == 1:
+        return x + d, x + d
+    return max(chunks * xe, x + d), (chunks - 1) * xe + x + d
+
+
+def pipelined_closed_form_s(
+    steps: int, latency_s: float, step_bytes: float, bandwidth_Bps: float, chunks: int, slots: int
+) -> float:
+    """Closed form of ``steps`` identical pipelined steps on a constant link (module docstring):
+    ``(S - 1) max(C xe, x + d) + (C - 1) xe + x + d``."""
+    if steps <= 0:
+        return 0.0
+    step, last = _step_times(latency_s, step_bytes / bandwidth_Bps, chunks, slots)
+    return (steps - 1) * step + last

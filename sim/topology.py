@@ -10,7 +10,9 @@ full-duplex connection and has a latency and a bandwidth, constant or following 
   bandwidth divided by ``oversubscription`` (>= 1) unless given;
 - ``wan``: per ordered pair of sites.
 
-A message from rank ``s`` to rank ``d`` on the same node uses ``intra`` up of ``s`` and down of
+Latencies add along a path, so a class's ``latency`` is per link: a message between two GPUs of
+a node pays the ``intra`` latency twice (up, then down). A message from rank ``s`` to rank ``d``
+on the same node uses ``intra`` up of ``s`` and down of
 ``d``; otherwise ``nic`` up of ``s``'s NIC, then, between racks, the two racks' uplinks, between
 sites the WAN link, and ``nic`` down of ``d``'s NIC.
 
@@ -328,7 +330,8 @@ def flat_topology(
 ) -> Topology:
     """Today's flat cluster: one traced NIC per rank (rank ``i`` follows trace link
     ``i mod L``), all behind one non-blocking switch; a trace's latency is end to end, so a
-    message pays half of it on the sender's up link and half on the receiver's down link; ``gpus_per_node`` ranks share a node
+    message pays half of it on the sender's up link and half on the receiver's down link (so
+    too the intra-node latency); ``gpus_per_node`` ranks share a node
     (only the two-level collective's intra phases use it)."""
     if workers % gpus_per_node:
         raise InputError(
@@ -357,7 +360,7 @@ def flat_topology(
     # The intra bandwidth was given in B/s: set it exactly (no Gbit/s round trip).
     ni = topo.offsets
     topo.bandwidth_Bps[ni["intra_up"] : ni["intra_up"] + 2 * workers] = intra_bandwidth_Bps
-    topo.latency_s[ni["intra_up"] : ni["intra_up"] + 2 * workers] = intra_latency_s
+    topo.latency_s[ni["intra_up"] : ni["intra_up"] + 2 * workers] = intra_latency_s / 2
     base = len(topo.traces)
     topo.traces += [traces.links[k] for k in traces.labels]
     count = workers

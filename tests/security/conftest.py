@@ -5,8 +5,16 @@ from __future__ import annotations
 import pytest
 
 SIM_ARGS = [
-    "sim", "--workload", "tiny", "--workers", "2", "--trace", "delay-lowvar",
-    "--iterations", "2", "--quiet",
+    "sim",
+    "--workload",
+    "tiny",
+    "--workers",
+    "2",
+    "--trace",
+    "delay-lowvar",
+    "--iterations",
+    "2",
+    "--quiet",
 ]
 
 
