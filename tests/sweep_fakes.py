@@ -49,9 +49,7 @@ def fake_run(cfg: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
     rng = np.random.default_rng(np.random.SeedSequence(int(cfg.get("seed", 0))))
     compute = 0.1 + 0.001 * rng.random(n) if cfg.get("jitter") else np.full(n, 0.1)
     # the wan link's delay alternates around its mean (even n keeps the mean exact)
-    lat_i = (
-        lat * (1 + 0.5 * (-1.0) ** np.arange(n)) if cfg.get("trace") == "wan" else np.full(n, lat)
-    )
+    lat_i = lat * (1 + 0.5 * (-1.0) ** np.arange(n)) if cfg.get("trace") == "wan" else np.full(n, lat)
     comm = lat_i + GRAD_BYTES * density / bw
     iter_s = compute + comm
     start = np.concatenate([[0.0], np.cumsum(iter_s)[:-1]])

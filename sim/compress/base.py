@@ -162,9 +162,7 @@ def _key_int(key: Key) -> int:
     return zlib.crc32(str(key).encode("utf-8"))
 
 
-def generator_for(
-    seed: int, key: Key, step: int, device: torch.device | str = "cpu"
-) -> torch.Generator:
+def generator_for(seed: int, key: Key, step: int, device: torch.device | str = "cpu") -> torch.Generator:
     """A private generator seeded from (seed, key, step): every rank gets the same stream."""
     ss = np.random.SeedSequence([seed & 0xFFFFFFFF, _key_int(key), step & 0xFFFFFFFF])
     gen = torch.Generator(device=torch.device(device))
@@ -221,9 +219,7 @@ class Compressor(abc.ABC):
         return get_spec(self.name)
 
     @abc.abstractmethod
-    def compress(
-        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
-    ) -> Compressed:
+    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
         """Compress ``x`` (any shape, floating point) at target ``density``."""
 
     @abc.abstractmethod
@@ -245,9 +241,7 @@ class Compressor(abc.ABC):
         """Restore what :meth:`state_dict` returned."""
         del state  # stateless by default: nothing to restore
 
-    def _wrap(
-        self, x: torch.Tensor, tensors: list[torch.Tensor], ctx: dict[str, Any], kept: int
-    ) -> Compressed:
+    def _wrap(self, x: torch.Tensor, tensors: list[torch.Tensor], ctx: dict[str, Any], kept: int) -> Compressed:
         return Compressed(tensors, ctx, self.layout, x.shape, x.dtype, kept)
 
 
@@ -346,9 +340,7 @@ def memory_names() -> list[str]:
     return sorted(_MEMORIES)
 
 
-def _make(
-    registry: dict[str, Callable[..., Any]], what: str, name: str, params: dict[str, Any]
-) -> Any:
+def _make(registry: dict[str, Callable[..., Any]], what: str, name: str, params: dict[str, Any]) -> Any:
     _load_builtin()
     try:
         factory = registry[name]
@@ -417,13 +409,7 @@ class KeyedState:
         t = self.tensors.get(key)
         if t is None or t.shape != like.shape or t.device != like.device or t.dtype != like.dtype:
             if t is not None:
-                log.info(
-                    "%s for key %r reset: shape %s -> %s",
-                    self.what,
-                    key,
-                    tuple(t.shape),
-                    tuple(like.shape),
-                )
+                log.info("%s for key %r reset: shape %s -> %s", self.what, key, tuple(t.shape), tuple(like.shape))
             t = torch.zeros_like(like)
             self.tensors[key] = t
         return t

@@ -29,18 +29,14 @@ class DgcCompressor(ThresholdEstimator):
 
     density_band = (0.5, 1.0)
 
-    def __init__(
-        self, *, sample_fraction: float = 0.01, min_sample: int = 1000, seed: int = 0
-    ) -> None:
+    def __init__(self, *, sample_fraction: float = 0.01, min_sample: int = 1000, seed: int = 0) -> None:
         super().__init__(seed=seed)
         if not (0.0 < sample_fraction <= 1.0):
             raise InputError(f"dgc sample_fraction must be in (0, 1], got {sample_fraction!r}")
         self.sample_fraction = float(sample_fraction)
         self.min_sample = int(min_sample)
 
-    def select_nonzero(
-        self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int
-    ) -> torch.Tensor:
+    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
         """Sampled threshold, then an exact top-k among the survivors if there are too many."""
         n = a.numel()
         size = min(n, max(self.min_sample, math.ceil(n * self.sample_fraction)))

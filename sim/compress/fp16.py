@@ -23,9 +23,7 @@ class Fp16Compressor(Compressor):
     density_band = (1.0, 1.0)
     targets_density = False
 
-    def compress(
-        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
-    ) -> Compressed:
+    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
         """``tensors == [x.flatten().half()]``."""
         k_for(x.numel(), density)
         half = x.reshape(-1).clamp(-_FP16_MAX, _FP16_MAX).to(torch.float16)

@@ -32,15 +32,11 @@ class GaussiankCompressor(ThresholdEstimator):
             raise InputError(f"gaussiank max_iters must be >= 0, got {max_iters!r}")
         self.max_iters = int(max_iters)
 
-    def select_nonzero(
-        self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int
-    ) -> torch.Tensor:
+    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
         """Quantile threshold, corrected multiplicatively."""
         sigma = math.sqrt(float(torch.sum(a.double() ** 2)) / nnz)
         d = k / nnz
-        threshold = (
-            sigma * math.sqrt(2.0) * float(torch.erfinv(torch.tensor(1.0 - d, dtype=torch.float64)))
-        )
+        threshold = sigma * math.sqrt(2.0) * float(torch.erfinv(torch.tensor(1.0 - d, dtype=torch.float64)))
         lo, hi = 2.0 * k / 3.0, 4.0 * k / 3.0
         idx = indices_above(a, threshold)
         for _ in range(self.max_iters):

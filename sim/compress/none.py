@@ -17,9 +17,7 @@ class NoCompressor(Compressor):
     density_band = (1.0, 1.0)
     targets_density = False
 
-    def compress(
-        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
-    ) -> Compressed:
+    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
         """Send the flat tensor."""
         k_for(x.numel(), density)  # validates density
         return self._wrap(x, [x.reshape(-1)], {}, x.numel())

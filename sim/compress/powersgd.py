@@ -80,9 +80,7 @@ class PowerSgdCompressor(Compressor):
         q = self._q.get(key)
         if q is None or q.shape != (cols, r) or q.device != like.device:
             gen = generator_for(self.seed, key, 0, like.device)
-            q = torch.randn(cols, r, generator=gen, device=like.device, dtype=torch.float32).to(
-                like.dtype
-            )
+            q = torch.randn(cols, r, generator=gen, device=like.device, dtype=torch.float32).to(like.dtype)
         return q
 
     def compress_p(self, x: torch.Tensor, density: float, *, key: Key = 0) -> PowerSgdRound:
@@ -116,9 +114,7 @@ class PowerSgdCompressor(Compressor):
     def _unview(mat: torch.Tensor, rnd: PowerSgdRound) -> torch.Tensor:
         return mat.reshape(-1)[: rnd.numel].to(rnd.dtype).reshape(rnd.shape)
 
-    def compress(
-        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
-    ) -> Compressed:
+    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
         """All steps on one rank: ``tensors == [P, Q]``."""
         rnd = self.compress_p(x, density, key=key)
         q = self.compress_q(rnd, rnd.p)

@@ -33,9 +33,7 @@ class QsgdCompressor(Compressor):
             raise InputError(f"qsgd levels must be in [1, 127], got {levels!r}")
         self.levels = int(levels)
 
-    def compress(
-        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
-    ) -> Compressed:
+    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
         """Stochastic rounding with a generator drawn from (seed, key, step)."""
         k_for(x.numel(), density)
         flat = x.reshape(-1).float()

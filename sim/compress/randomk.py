@@ -40,18 +40,12 @@ class RandomkCompressor(Compressor):
     layout = "same-index"
     density_band = (1.0, 1.0)
 
-    def compress(
-        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
-    ) -> Compressed:
+    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
         """Draw the shared indices and send the values there."""
         flat = x.reshape(-1)
         k = k_for(flat.numel(), density)
         gen = generator_for(self.seed, key, step, flat.device)
-        idx = (
-            random_indices(flat.numel(), k, gen, flat.device)
-            if k
-            else torch.zeros(0, dtype=torch.long, device=flat.device)
-        )
+        idx = random_indices(flat.numel(), k, gen, flat.device) if k else torch.zeros(0, dtype=torch.long, device=flat.device)
         return self._wrap(x, [flat.index_select(0, idx)], {"indices": idx}, k)
 
     def decompress(self, c: Compressed) -> torch.Tensor:

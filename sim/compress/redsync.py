@@ -30,9 +30,7 @@ class RedsyncCompressor(ThresholdEstimator):
             raise InputError(f"redsync max_iters must be >= 1, got {max_iters!r}")
         self.max_iters = int(max_iters)
 
-    def select_nonzero(
-        self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int
-    ) -> torch.Tensor:
+    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
         """Bisect the ratio ``r``; larger ``r`` means a higher threshold and fewer entries."""
         mean = float(torch.sum(a, dtype=torch.float64)) / nnz
         top = float(torch.max(a))

@@ -43,9 +43,7 @@ class SignsgdCompressor(Compressor):
     density_band = (1.0, 1.0)
     targets_density = False
 
-    def compress(
-        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
-    ) -> Compressed:
+    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
         """Pack the signs."""
         k_for(x.numel(), density)
         return self._wrap(x, [pack_signs(x.reshape(-1))], {}, x.numel())
@@ -71,9 +69,7 @@ class EfSignsgdCompressor(Compressor):
     density_band = (1.0, 1.0)
     targets_density = False
 
-    def compress(
-        self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0
-    ) -> Compressed:
+    def compress(self, x: torch.Tensor, density: float, *, key: Key = 0, step: int = 0) -> Compressed:
         """Pack the signs and the mean magnitude."""
         k_for(x.numel(), density)
         flat = x.reshape(-1)

@@ -45,9 +45,7 @@ def load_calibration(path: Path = CALIBRATION_PATH) -> dict[str, Any]:
     return data
 
 
-def compute_model(
-    name: str, device: str = DEFAULT_DEVICE, calibration: dict[str, Any] | None = None
-) -> tuple[float, float]:
+def compute_model(name: str, device: str = DEFAULT_DEVICE, calibration: dict[str, Any] | None = None) -> tuple[float, float]:
     """``(fixed_s, per_element_s)`` of compressor ``name`` on ``device`` (zeros if uncalibrated)."""
     cal = load_calibration() if calibration is None else calibration
     entry = cal.get("devices", {}).get(device, {}).get(name)
@@ -100,79 +98,19 @@ _DENSE_COLLECTIVES = SAME_INDEX + ("allgather",)
 _BUILTIN: list[tuple[str, tuple[str, ...], Callable[[int, float, int], Payload], str]] = [
     ("none", _DENSE_COLLECTIVES, _dense, "No compression (dense tensor)."),
     ("fp16", _DENSE_COLLECTIVES, _fp16, "Cast to float16: half the bytes, every element."),
-    (
-        "topk",
-        _SPARSE_COLLECTIVES,
-        _sparse,
-        "Exact top-k by magnitude (torch.topk): values + int32 indices.",
-    ),
-    (
-        "randomk",
-        _DENSE_COLLECTIVES,
-        _same_index,
-        "Random-k with a seed shared by all ranks: same indices, values only.",
-    ),
-    (
-        "threshold",
-        _SPARSE_COLLECTIVES,
-        _sparse,
-        "Keep |g| above a fixed threshold (density is not targeted).",
-    ),
-    (
-        "dgc",
-        _SPARSE_COLLECTIVES,
-        _sparse,
-        "DGC: threshold from exact top-k of a 1% sample, then top-k of the survivors.",
-    ),
-    (
-        "gaussiank",
-        _SPARSE_COLLECTIVES,
-        _sparse,
-        "Gaussian-k: Gaussian quantile threshold, halved or x1.5 until within [2k/3, 4k/3].",
-    ),
-    (
-        "redsync",
-        _SPARSE_COLLECTIVES,
-        _sparse,
-        "RedSync: bisect mean + r (max - mean) until k < nnz < 2k.",
-    ),
-    (
-        "sidco-exp",
-        _SPARSE_COLLECTIVES,
-        _sparse,
-        "SIDCo, multi-stage exponential threshold fit, adaptive stage count.",
-    ),
-    (
-        "sidco-gp",
-        _SPARSE_COLLECTIVES,
-        _sparse,
-        "SIDCo, multi-stage generalized-Pareto fit by moments, adaptive stages.",
-    ),
-    (
-        "sidco-gamma",
-        _SPARSE_COLLECTIVES,
-        _sparse,
-        "SIDCo, gamma (approx. MLE) first stage then generalized Pareto, adaptive stages.",
-    ),
-    (
-        "qsgd",
-        ("allgather",),
-        _qsgd,
-        "QSGD: stochastic quantisation to 127 levels, int8 per element + one norm.",
-    ),
+    ("topk", _SPARSE_COLLECTIVES, _sparse, "Exact top-k by magnitude (torch.topk): values + int32 indices."),
+    ("randomk", _DENSE_COLLECTIVES, _same_index, "Random-k with a seed shared by all ranks: same indices, values only."),
+    ("threshold", _SPARSE_COLLECTIVES, _sparse, "Keep |g| above a fixed threshold (density is not targeted)."),
+    ("dgc", _SPARSE_COLLECTIVES, _sparse, "DGC: threshold from exact top-k of a 1% sample, then top-k of the survivors."),
+    ("gaussiank", _SPARSE_COLLECTIVES, _sparse, "Gaussian-k: Gaussian quantile threshold, halved or x1.5 until within [2k/3, 4k/3]."),
+    ("redsync", _SPARSE_COLLECTIVES, _sparse, "RedSync: bisect mean + r (max - mean) until k < nnz < 2k."),
+    ("sidco-exp", _SPARSE_COLLECTIVES, _sparse, "SIDCo, multi-stage exponential threshold fit, adaptive stage count."),
+    ("sidco-gp", _SPARSE_COLLECTIVES, _sparse, "SIDCo, multi-stage generalized-Pareto fit by moments, adaptive stages."),
+    ("sidco-gamma", _SPARSE_COLLECTIVES, _sparse, "SIDCo, gamma (approx. MLE) first stage then generalized Pareto, adaptive stages."),
+    ("qsgd", ("allgather",), _qsgd, "QSGD: stochastic quantisation to 127 levels, int8 per element + one norm."),
     ("signsgd", ("allgather",), _sign, "signSGD: one bit per element, majority-vote aggregation."),
-    (
-        "efsignsgd",
-        ("allgather",),
-        _ef_sign,
-        "EF-signSGD: scaled sign (mean |g|), one bit per element + one scale.",
-    ),
-    (
-        "powersgd",
-        SAME_INDEX,
-        _powersgd,
-        "PowerSGD: rank-r factors P, Q of the bucket as a matrix; rank from density.",
-    ),
+    ("efsignsgd", ("allgather",), _ef_sign, "EF-signSGD: scaled sign (mean |g|), one bit per element + one scale."),
+    ("powersgd", SAME_INDEX, _powersgd, "PowerSGD: rank-r factors P, Q of the bucket as a matrix; rank from density."),
 ]
 
 

@@ -87,9 +87,7 @@ class DecisionBuilder:
         get_spec(compressor)
         for coll in (collective, dense_collective, *allowed):
             if coll != AUTO and coll not in COLLECTIVES:
-                raise ValueError(
-                    f"unknown collective {coll!r}; known: auto, {', '.join(COLLECTIVES)}"
-                )
+                raise ValueError(f"unknown collective {coll!r}; known: auto, {', '.join(COLLECTIVES)}")
         if collective != AUTO:
             check_compatible(compressor, collective)
         if dense_collective != AUTO:

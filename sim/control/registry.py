@@ -44,7 +44,9 @@ class PolicyInfo:
 _REGISTRY: dict[str, PolicyInfo] = {}
 
 
-def register_policy(name: str, description: str, *, sim_only: bool = False) -> Callable[[_T], _T]:
+def register_policy(
+    name: str, description: str, *, sim_only: bool = False
+) -> Callable[[_T], _T]:
     """Class decorator: register a controller class under ``name``."""
 
     def wrap(cls: _T) -> _T:

@@ -131,4 +131,6 @@ def select_collective(
     if bandwidth_Bps is None or not bandwidth_Bps > 0.0 or not math.isfinite(bandwidth_Bps):
         return candidates[0]
     alpha = 0.0 if alpha_s is None else max(0.0, float(alpha_s))
-    return cheapest_collective(candidates, alpha, bandwidth_Bps, n, m_bytes, density, compressor)[0]
+    return cheapest_collective(
+        candidates, alpha, bandwidth_Bps, n, m_bytes, density, compressor
+    )[0]

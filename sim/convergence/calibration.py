@@ -80,7 +80,9 @@ def calibrate(
             else np.asarray([float(phase)])
         ),
     }
-    knees = np.concatenate([[0.0], np.logspace(0.5, 3, 6)]) if knee is None else [float(knee)]
+    knees = (
+        np.concatenate([[0.0], np.logspace(0.5, 3, 6)]) if knee is None else [float(knee)]
+    )
     names = list(grids)
     mesh = dict(zip(names, np.meshgrid(*grids.values(), indexing="ij"), strict=True))
     # One knee value at a time keeps the (T+1, grid) progress array small.

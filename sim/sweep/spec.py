@@ -151,10 +151,8 @@ def _parse_seeds(value: Any, src: str) -> tuple[int, ...]:
         if value < 1:
             raise InputError(f"{src}: seeds: count must be >= 1 (got {value})")
         return tuple(range(value))
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
+    if isinstance(value, list) and value and all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value
     ):
         if len(set(value)) != len(value):
             raise InputError(f"{src}: seeds: duplicate seeds in {value}")

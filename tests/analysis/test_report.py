@@ -56,10 +56,7 @@ def test_load_sweep_is_one_tidy_frame(tmp_path: Path) -> None:
         assert col in tidy.columns
     assert tidy.groupby("run_id").size().eq(6).all()
     assert set(tidy["policy_label"]) == {
-        "dense",
-        "fixed density=0.1",
-        "fixed density=0.01",
-        "dc2 density=0.05",
+        "dense", "fixed density=0.1", "fixed density=0.01", "dc2 density=0.05"
     }
 
 
@@ -194,9 +191,7 @@ def test_report_cli_writes_page_and_json(tmp_path: Path, capsys: pytest.CaptureF
     assert "no such file" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(
-    find_browser() is None, reason="no headless Chromium (apt-get install chromium)"
-)
+@pytest.mark.skipif(find_browser() is None, reason="no headless Chromium (apt-get install chromium)")
 def test_report_opens_in_headless_browser(tmp_path: Path) -> None:
     page = write_report(_sweep(tmp_path), tmp_path / "r.html")
     shot = tmp_path / "shot.png"

@@ -55,9 +55,7 @@ def test_schedule_spec_and_runs_roundtrip(tmp_path: Path) -> None:
     for bad in ("2:0.1", "1:0.1,1:0.2", "x", "1:2.0"):
         with pytest.raises(InputError):
             schedule_from_spec(bad, 4)
-    curve = RunCurve(
-        "digits-mlp", "topk", 2, 0, [0.1, 0.1, 0.01], [0, 3], [2.3, 2.0], [0.1, 0.5], 0.3
-    )
+    curve = RunCurve("digits-mlp", "topk", 2, 0, [0.1, 0.1, 0.01], [0, 3], [2.3, 2.0], [0.1, 0.5], 0.3)
     write_runs(tmp_path / "r.json", {"topk@x": curve})
     assert read_runs(tmp_path / "r.json")["topk@x"] == curve
     (tmp_path / "bad.json").write_text(json.dumps({"format": "other"}))
@@ -67,117 +65,33 @@ def test_schedule_spec_and_runs_roundtrip(tmp_path: Path) -> None:
 
 def test_cli_capture_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "g.npz"
-    rc = main(
-        [
-            "capture",
-            "--workload",
-            "digits-mlp",
-            "--steps",
-            "10",
-            "--every",
-            "5",
-            "--workers",
-            "2",
-            "--compressors",
-            "topk",
-            "--densities",
-            "0.1",
-            "--out",
-            str(out),
-            "--json",
-            "--quiet",
-        ]
-    )
+    rc = main(["capture", "--workload", "digits-mlp", "--steps", "10", "--every", "5",
+               "--workers", "2", "--compressors", "topk", "--densities", "0.1",
+               "--out", str(out), "--json", "--quiet"])
     assert rc == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["samples"] == 2 and out.is_file()
-    assert (
-        main(["capture", "--workload", "nope", "--steps", "10", "--out", str(tmp_path / "x")]) == 2
-    )
+    assert main(["capture", "--workload", "nope", "--steps", "10", "--out", str(tmp_path / "x")]) == 2
     assert "unknown workload" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "capture",
-                "--workload",
-                "digits-mlp",
-                "--steps",
-                "10",
-                "--compressors",
-                "zip",
-                "--out",
-                str(tmp_path / "y"),
-            ]
-        )
-        == 2
-    )
+    assert main(["capture", "--workload", "digits-mlp", "--steps", "10", "--compressors", "zip",
+                 "--out", str(tmp_path / "y")]) == 2
     assert not (tmp_path / "y.npz").exists()
-    assert (
-        main(
-            [
-                "convergence-predict",
-                "--params",
-                str(tmp_path / "none.json"),
-                "--schedule",
-                "0.1",
-                "--steps",
-                "5",
-            ]
-        )
-        == 2
-    )
+    assert main(["convergence-predict", "--params", str(tmp_path / "none.json"),
+                 "--schedule", "0.1", "--steps", "5"]) == 2
 
 
 def test_cli_predict_bundled(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(
-        [
-            "convergence-predict",
-            "--workload",
-            "digits-mlp",
-            "--schedule",
-            "0.001",
-            "--steps",
-            "600",
-            "--target",
-            "loss=1.0",
-            "--json",
-        ]
-    )
+    rc = main(["convergence-predict", "--workload", "digits-mlp", "--schedule", "0.001",
+               "--steps", "600", "--target", "loss=1.0", "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     t = out["targets"][0]
     assert t["predicted_iterations"] > t["dense_iterations"] > 0
-    assert (
-        main(
-            [
-                "convergence-predict",
-                "--workload",
-                "digits-mlp",
-                "--schedule",
-                "0.001",
-                "--steps",
-                "600",
-                "--target",
-                "loss=0.0001",
-            ]
-        )
-        == 2
-    )
+    assert main(["convergence-predict", "--workload", "digits-mlp", "--schedule", "0.001",
+                 "--steps", "600", "--target", "loss=0.0001"]) == 2
     assert "never reaches" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "convergence-predict",
-                "--workload",
-                "digits-mlp",
-                "--schedule",
-                "5:0.1",
-                "--steps",
-                "10",
-            ]
-        )
-        == 2
-    )
+    assert main(["convergence-predict", "--workload", "digits-mlp", "--schedule", "5:0.1",
+                 "--steps", "10"]) == 2
 
 
 def test_bundled_traces_valid() -> None:
@@ -208,13 +122,8 @@ def test_bundled_traces_match_the_current_recipe() -> None:
     tr = bundled_gradtrace("char-lstm")
     h = tr.header
     fresh = capture_gradtrace(
-        "char-lstm",
-        steps=20,
-        every=h["every"],
-        world_size=h["world_size"],
-        seed=h["seed"],
-        compressors=h["compressors"],
-        densities=h["densities"],
+        "char-lstm", steps=20, every=h["every"], world_size=h["world_size"], seed=h["seed"],
+        compressors=h["compressors"], densities=h["densities"],
     )
     assert np.array_equal(fresh.steps, tr.steps[:2])
     # Tolerance: training runs in float32, whose kernels sum in a different order on another

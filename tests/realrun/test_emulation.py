@@ -55,9 +55,8 @@ def test_collective_time_integrates_over_a_bandwidth_change() -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(
-    lat=st.floats(0, 0.05), bw=st.floats(1e5, 1e10), nbytes=st.floats(0, 1e9), n=st.integers(2, 64)
-)
+@given(lat=st.floats(0, 0.05), bw=st.floats(1e5, 1e10), nbytes=st.floats(0, 1e9),
+       n=st.integers(2, 64))
 def test_constant_trace_matches_closed_form(lat: float, bw: float, nbytes: float, n: int) -> None:
     p = TracePlayer(PiecewiseTrace.constant(lat, bw), clock=FakeClock())
     p.start()

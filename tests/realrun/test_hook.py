@@ -42,9 +42,8 @@ def _dense(rank: int, world: int) -> dict[str, Any]:
     hooked.register_comm_hook(state, compression_hook)
     # The same with the agreement deferred to flush() (as the trainer runs static policies).
     deferred = DDP(_mlp(), bucket_cap_mb=0.0004)
-    state_d = CompressionHookState(
-        controller=make_policy("dense"), world_size=world, rank=rank, agree_each_step=False
-    )
+    state_d = CompressionHookState(controller=make_policy("dense"), world_size=world, rank=rank,
+                                   agree_each_step=False)
     deferred.register_comm_hook(state_d, compression_hook)
     opt_a = torch.optim.SGD(plain.parameters(), lr=0.1)
     opt_b = torch.optim.SGD(hooked.parameters(), lr=0.1)
@@ -61,25 +60,18 @@ def _dense(rank: int, world: int) -> dict[str, Any]:
         # Alternate the synchronous and the asynchronous agreement.
         state.end_iteration(iter_s=0.0, wait=step % 2 == 0)
         state_d.end_iteration(iter_s=0.0, wait=False)
-        same.append(
-            all(
-                torch.equal(a.grad, b.grad) and torch.equal(a.grad, c.grad)
-                for a, b, c in zip(
-                    plain.parameters(), hooked.parameters(), deferred.parameters(), strict=True
-                )
-            )
-        )
+        same.append(all(torch.equal(a.grad, b.grad) and torch.equal(a.grad, c.grad)
+                        for a, b, c in zip(plain.parameters(), hooked.parameters(),
+                                           deferred.parameters(), strict=True)))
     state.flush()
     n_before_flush = len(state_d.history)
     state_d.flush()
-    return {
-        "same": same,
-        "params": [p.detach().clone() for p in hooked.parameters()],
-        "n_iterations": len(state.history),
-        "n_deferred_before": n_before_flush,
-        "deferred": [(h.iteration, h.bytes_sent, h.gain, h.comm_s >= 0) for h in state_d.history],
-        "live": [(h.iteration, h.bytes_sent, h.gain, h.comm_s >= 0) for h in state.history],
-    }
+    return {"same": same, "params": [p.detach().clone() for p in hooked.parameters()],
+            "n_iterations": len(state.history), "n_deferred_before": n_before_flush,
+            "deferred": [(h.iteration, h.bytes_sent, h.gain, h.comm_s >= 0)
+                         for h in state_d.history],
+            "live": [(h.iteration, h.bytes_sent, h.gain, h.comm_s >= 0)
+                     for h in state.history]}
 
 
 # ------------------------------------------------------------------ scenario: sparse by hand
@@ -93,9 +85,7 @@ def _sparse(rank: int, world: int, collective: str) -> dict[str, torch.Tensor]:
     local = _linear()
     state = CompressionHookState(
         controller=make_policy("fixed", density=DENSITY, collective=collective),
-        world_size=world,
-        rank=rank,
-        warmup_steps=1,
+        world_size=world, rank=rank, warmup_steps=1,
     )
     ddp.register_comm_hook(state, compression_hook)
     gen = torch.Generator().manual_seed(7 + rank)
@@ -133,24 +123,15 @@ def _make(rank: int, world: int, policy: str, **params: object) -> tuple[DDP, Co
     player = TracePlayer(PiecewiseTrace.constant(0.002, 1e6))
     player.start()
     state = CompressionHookState(
-        controller=make_policy(policy, seed=3, **params),
-        world_size=world,
-        rank=rank,
-        emulator=HookEmulator("hook", player),
-        seed=3,
-        param_names=names,
+        controller=make_policy(policy, seed=3, **params), world_size=world, rank=rank,
+        emulator=HookEmulator("hook", player), seed=3, param_names=names,
     )
     ddp.register_comm_hook(state, compression_hook)
     return ddp, state
 
 
-def _train(
-    ddp: DDP,
-    state: CompressionHookState,
-    opt: torch.optim.Optimizer,
-    gen: torch.Generator,
-    steps: int,
-) -> None:
+def _train(ddp: DDP, state: CompressionHookState, opt: torch.optim.Optimizer,
+           gen: torch.Generator, steps: int) -> None:
     for _ in range(steps):
         x = torch.randn(16, 30, generator=gen)
         y = torch.randint(0, 4, (16,), generator=gen)
@@ -162,9 +143,8 @@ def _train(
 
 
 def _decisions(rank: int, world: int) -> list[float]:
-    ddp, state = _make(
-        rank, world, "dc2-aimd", min_density=0.01, target_s=0.001, collective="allgather"
-    )
+    ddp, state = _make(rank, world, "dc2-aimd", min_density=0.01, target_s=0.001,
+                       collective="allgather")
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     _train(ddp, state, opt, torch.Generator().manual_seed(rank), 10)
     state.flush()
@@ -193,12 +173,10 @@ def _checkpoint(rank: int, world: int) -> dict[str, Any]:
     _train(b, sb, opt_b, gen, 4)
     keys = sorted(sa.memory.state_dict()["residuals"])
     return {
-        "same_params": all(
-            torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True)
-        ),
-        "same_residuals": all(
-            torch.equal(sa.memory.residual(k), sb.memory.residual(k)) for k in keys
-        ),
+        "same_params": all(torch.equal(p, q)
+                           for p, q in zip(a.parameters(), b.parameters(), strict=True)),
+        "same_residuals": all(torch.equal(sa.memory.residual(k), sb.memory.residual(k))
+                              for k in keys),
         "n_residuals": len(keys),
         "steps": (sa.step, sb.step),
     }
@@ -227,7 +205,8 @@ def test_dense_hook_equals_ddp_default_bit_for_bit(ranks: list[dict[str, Any]]) 
         assert torch.equal(a, b)
 
 
-def test_deferred_agreement_records_every_iteration_at_flush(ranks: list[dict[str, Any]]) -> None:
+def test_deferred_agreement_records_every_iteration_at_flush(
+        ranks: list[dict[str, Any]]) -> None:
     for r in ranks:
         d = r["dense"]
         assert d["n_deferred_before"] == 0  # nothing agreed (no collective) before flush()
@@ -287,6 +266,5 @@ def test_state_rejects_bad_arguments() -> None:
     with pytest.raises(InputError, match="owner"):
         CompressionHookState(controller=ctl, world_size=2, rank=0, owner_rule="best")
     with pytest.raises(InputError, match="VAR"):
-        CompressionHookState(
-            controller=ctl, world_size=2, rank=0, owner_rule="var", agree_each_step=False
-        )
+        CompressionHookState(controller=ctl, world_size=2, rank=0, owner_rule="var",
+                             agree_each_step=False)

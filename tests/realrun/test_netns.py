@@ -62,8 +62,7 @@ def test_measured_bandwidth_follows_two_step_trace() -> None:
     with NetnsLab(2, bandwidth_Bps=low) as lab:
         recv = subprocess.Popen(
             [*lab.exec_prefix(1), sys.executable, "-c", _RECEIVER, lab.addr(1)],
-            stdout=subprocess.PIPE,
-            text=True,
+            stdout=subprocess.PIPE, text=True,
         )
         assert recv.stdout is not None and recv.stdout.readline().strip() == "ready"
         shaper = TraceShaper(trace, lab.apply)
@@ -102,13 +101,8 @@ def test_real_run_in_netns_mode_is_paced_by_the_shaped_link(tmp_path: object) ->
     from sim.rundir import read_run
 
     # digits-mlp dense: 38,440 bytes per allreduce; at 2 MB/s a 2-rank ring moves them in ~19 ms.
-    cfg = RealConfig(
-        workload="digits-mlp",
-        steps=6,
-        emulation="netns",
-        eval_every=6,
-        trace="const:lat_ms=1,bw_mbps=16",
-    )
+    cfg = RealConfig(workload="digits-mlp", steps=6, emulation="netns", eval_every=6,
+                     trace="const:lat_ms=1,bw_mbps=16")
     out = launch(cfg, Path(str(tmp_path)) / "r")
     rec, meta = read_run(out)
     assert meta["emulation"] == {"mode": "netns", "delay": "hook", "bandwidth": "tbf"}

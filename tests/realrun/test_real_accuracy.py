@@ -24,18 +24,10 @@ def _final(path: Path) -> tuple[float, float]:
 
 
 def test_hook_dense_reaches_the_same_accuracy_as_plain_ddp(tmp_path: Path) -> None:
-    base = launch(
-        RealConfig(
-            workload="digits-cnn", steps=STEPS, emulation="none", use_hook=False, eval_every=100
-        ),
-        tmp_path / "plain",
-    )
-    hook = launch(
-        RealConfig(
-            workload="digits-cnn", steps=STEPS, emulation="none", policy="dense", eval_every=100
-        ),
-        tmp_path / "hook",
-    )
+    base = launch(RealConfig(workload="digits-cnn", steps=STEPS, emulation="none",
+                             use_hook=False, eval_every=100), tmp_path / "plain")
+    hook = launch(RealConfig(workload="digits-cnn", steps=STEPS, emulation="none",
+                             policy="dense", eval_every=100), tmp_path / "hook")
     acc_b, _ = _final(base)
     acc_h, _ = _final(hook)
     print(f"digits-cnn {STEPS} it: plain DDP accuracy {acc_b:.4f}, hook dense {acc_h:.4f}")
@@ -44,31 +36,16 @@ def test_hook_dense_reaches_the_same_accuracy_as_plain_ddp(tmp_path: Path) -> No
 
 
 def test_dc2_style_control_trains_under_a_varying_trace(tmp_path: Path) -> None:
-    dense = launch(
-        RealConfig(
-            workload="digits-cnn", steps=STEPS, emulation="none", policy="dense", eval_every=100
-        ),
-        tmp_path / "dense",
-    )
-    dc2 = launch(
-        RealConfig(
-            workload="digits-cnn",
-            steps=STEPS,
-            emulation="hook",
-            trace=VARYING,
-            policy="dc2-aimd",
-            policy_params={"min_density": 0.05},
-            eval_every=100,
-        ),
-        tmp_path / "dc2",
-    )
+    dense = launch(RealConfig(workload="digits-cnn", steps=STEPS, emulation="none",
+                              policy="dense", eval_every=100), tmp_path / "dense")
+    dc2 = launch(RealConfig(workload="digits-cnn", steps=STEPS, emulation="hook", trace=VARYING,
+                            policy="dc2-aimd", policy_params={"min_density": 0.05},
+                            eval_every=100), tmp_path / "dc2")
     acc_d, _ = _final(dense)
     acc_c, _ = _final(dc2)
     rec, meta = read_run(dc2)
-    print(
-        f"dense {acc_d:.4f}, dc2-aimd {acc_c:.4f}, mean density "
-        f"{rec['density'].iloc[5:].mean():.4f}"
-    )
+    print(f"dense {acc_d:.4f}, dc2-aimd {acc_c:.4f}, mean density "
+          f"{rec['density'].iloc[5:].mean():.4f}")
     assert meta["emulation"]["mode"] == "hook"
     assert rec["density"].iloc[5:].nunique() > 1  # the controller did adapt
     assert rec["density"].iloc[5:].mean() < 0.5  # and compressed

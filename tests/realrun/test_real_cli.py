@@ -22,9 +22,8 @@ def _err_line(capsys: pytest.CaptureFixture[str]) -> str:
     return err[0]
 
 
-def test_unknown_workload_fails_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_unknown_workload_fails_in_one_line(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r"
     assert main(["real", "--workload", "mnist-giant", "--trace", TRACE, "--out", str(out)]) == 2
     assert "unknown workload 'mnist-giant'" in _err_line(capsys)
@@ -34,19 +33,8 @@ def test_unknown_workload_fails_in_one_line(
 def test_bad_policy_parameter_fails_before_any_process(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = [
-        "real",
-        "--workload",
-        "digits-mlp",
-        "--policy",
-        "fixed",
-        "--param",
-        "densty=0.1",
-        "--trace",
-        TRACE,
-        "--out",
-        str(tmp_path / "r"),
-    ]
+    argv = ["real", "--workload", "digits-mlp", "--policy", "fixed", "--param", "densty=0.1",
+            "--trace", TRACE, "--out", str(tmp_path / "r")]
     assert main(argv) == 2
     assert "densty" in _err_line(capsys)
 
@@ -59,22 +47,10 @@ def test_existing_output_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.skipif(netem_unavailable_reason() is None, reason="this kernel has netem")
-def test_tc_mode_fails_clearly_without_netem(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    argv = [
-        "real",
-        "--workload",
-        "digits-mlp",
-        "--trace",
-        TRACE,
-        "--emulation",
-        "tc",
-        "--iface",
-        "lo",
-        "--out",
-        str(tmp_path / "r"),
-    ]
+def test_tc_mode_fails_clearly_without_netem(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["real", "--workload", "digits-mlp", "--trace", TRACE, "--emulation", "tc",
+            "--iface", "lo", "--out", str(tmp_path / "r")]
     assert main(argv) == 2
     line = _err_line(capsys)
     assert "netem" in line and "--emulation netns" in line
@@ -85,27 +61,9 @@ def test_real_run_writes_sim_schema_and_validates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "r"
-    argv = [
-        "real",
-        "--nproc",
-        "2",
-        "--workload",
-        "digits-mlp",
-        "--policy",
-        "fixed",
-        "--param",
-        "density=0.1",
-        "--trace",
-        TRACE,
-        "--steps",
-        "8",
-        "--eval-every",
-        "4",
-        "--out",
-        str(out),
-        "--quiet",
-        "--json",
-    ]
+    argv = ["real", "--nproc", "2", "--workload", "digits-mlp", "--policy", "fixed",
+            "--param", "density=0.1", "--trace", TRACE, "--steps", "8", "--eval-every", "4",
+            "--out", str(out), "--quiet", "--json"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["iterations"] == 8
@@ -125,7 +83,8 @@ def test_real_run_writes_sim_schema_and_validates(
     assert (rec["comm_s"].iloc[1:] >= 0.001).all()
 
     plot = tmp_path / "v.png"
-    assert main(["validate", "--real", str(out), "--skip", "2", "--plot", str(plot), "--json"]) == 0
+    assert main(["validate", "--real", str(out), "--skip", "2", "--plot", str(plot),
+                 "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["n"] == 6 and res["mape_comm"] >= 0
     assert plot.stat().st_size > 1000

@@ -21,33 +21,15 @@ CONST = "const:lat_ms=5,bw_mbps=20"
 
 
 def _meta(policy: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "source": "real",
-        "config": {
-            "workload": "digits-cnn",
-            "nproc": 2,
-            "trace": CONST,
-            "policy": policy,
-            "policy_params": params,
-            "steps": 25,
-            "seed": 0,
-            "bucket_cap_mb": 25.0,
-        },
-    }
+    return {"source": "real",
+            "config": {"workload": "digits-cnn", "nproc": 2, "trace": CONST, "policy": policy,
+                       "policy_params": params, "steps": 25, "seed": 0, "bucket_cap_mb": 25.0}}
 
 
 def _fake_real(policy: str, params: dict[str, Any], **knobs: float) -> Any:
-    cfg = SimConfig(
-        workload="digits-cnn",
-        workers=2,
-        trace=CONST,
-        policy=policy,
-        policy_params=params,
-        iterations=25,
-        convergence="off",
-        bucket_bytes=25.0 * 2**20,
-        **knobs,
-    )
+    cfg = SimConfig(workload="digits-cnn", workers=2, trace=CONST, policy=policy,
+                    policy_params=params, iterations=25, convergence="off",
+                    bucket_bytes=25.0 * 2**20, **knobs)
     return run_simulation(cfg)[0]
 
 
@@ -55,9 +37,8 @@ def test_fit_recovers_compute_and_compression_scales() -> None:
     topk = {"density": 0.1, "collective": "allgather"}
     dense_real = _fake_real("dense", {}, compute_scale=2.0)
     topk_real = _fake_real("fixed", topk, compute_scale=2.0, compress_scale=3.0)
-    cal = fit_calibration(
-        dense_real, _meta("dense", {}), compressed=(topk_real, _meta("fixed", topk))
-    )
+    cal = fit_calibration(dense_real, _meta("dense", {}),
+                          compressed=(topk_real, _meta("fixed", topk)))
     assert cal.compute_scale == pytest.approx(2.0, rel=1e-9)
     assert cal.extra_latency_s == pytest.approx(0.0, abs=1e-9)
     assert cal.compress_scale == pytest.approx(3.0, rel=1e-6)
@@ -67,7 +48,8 @@ def test_fit_recovers_compute_and_compression_scales() -> None:
 def test_fit_rejects_a_dense_run_as_the_compressed_one() -> None:
     dense_real = _fake_real("dense", {}, compute_scale=2.0)
     with pytest.raises(InputError, match="compression"):
-        fit_calibration(dense_real, _meta("dense", {}), compressed=(dense_real, _meta("dense", {})))
+        fit_calibration(dense_real, _meta("dense", {}),
+                        compressed=(dense_real, _meta("dense", {})))
 
 
 def test_overhead_adds_exactly_to_every_iteration() -> None:
@@ -107,20 +89,13 @@ def test_agreement_mode_follows_the_policy() -> None:
 
     assert not RealConfig(workload="digits-cnn", trace=CONST).agree_each_step()
     fixed = {"density": 0.1, "collective": "allgather"}
-    assert not RealConfig(
-        workload="digits-cnn", trace=CONST, policy="fixed", policy_params=fixed
-    ).agree_each_step()
-    assert RealConfig(
-        workload="digits-cnn",
-        trace=CONST,
-        policy="fixed",
-        policy_params=fixed,
-        agreement="each-step",
-    ).agree_each_step()
+    assert not RealConfig(workload="digits-cnn", trace=CONST, policy="fixed",
+                          policy_params=fixed).agree_each_step()
+    assert RealConfig(workload="digits-cnn", trace=CONST, policy="fixed", policy_params=fixed,
+                      agreement="each-step").agree_each_step()
     assert RealConfig(workload="digits-cnn", trace=CONST, policy="dc2-aimd").agree_each_step()
-    assert RealConfig(
-        workload="digits-cnn", trace=CONST, policy="fixed", policy_params=fixed, owner_rule="var"
-    ).agree_each_step()
+    assert RealConfig(workload="digits-cnn", trace=CONST, policy="fixed", policy_params=fixed,
+                      owner_rule="var").agree_each_step()
     with pytest.raises(InputError, match="observations"):
         RealConfig(workload="digits-cnn", trace=CONST, policy="dc2-aimd", agreement="end")
 

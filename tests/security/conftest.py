@@ -5,16 +5,8 @@ from __future__ import annotations
 import pytest
 
 SIM_ARGS = [
-    "sim",
-    "--workload",
-    "tiny",
-    "--workers",
-    "2",
-    "--trace",
-    "delay-lowvar",
-    "--iterations",
-    "2",
-    "--quiet",
+    "sim", "--workload", "tiny", "--workers", "2", "--trace", "delay-lowvar",
+    "--iterations", "2", "--quiet",
 ]
 
 

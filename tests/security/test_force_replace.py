@@ -44,11 +44,8 @@ def test_force_on_current_folder_with_files_exits_2_and_deletes_nothing(
 
 @pytest.mark.parametrize("out", [".", "..", "data/..", "data"])
 def test_force_refuses_current_parent_and_foreign_folders(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    sim_args: list[str],
-    out: str,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    sim_args: list[str], out: str,
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()

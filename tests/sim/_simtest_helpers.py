@@ -78,4 +78,6 @@ def model(
     """An iteration model of ``prof`` on ``workers`` sharing ``trace``."""
     ts = TraceSet.single(trace)
     cluster = Cluster.build(workers, ts, intra or IntraNodeLink(), horizon_s=1.0)
-    return IterationModel(prof, cluster, bucket_bytes=bucket_bytes, compress_scale=compress_scale)
+    return IterationModel(
+        prof, cluster, bucket_bytes=bucket_bytes, compress_scale=compress_scale
+    )

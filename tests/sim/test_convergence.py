@@ -35,19 +35,9 @@ def synthetic_trace(steps: int = 300, every: int = 10, workload: str = "syntheti
     kept = comp * np.sqrt(np.asarray(DENS))[None, None, :, None]
     ev = np.arange(0, steps + 1, every)
     header = {
-        "format": FORMAT,
-        "version": VERSION,
-        "workload": workload,
-        "seed": 0,
-        "world_size": 4,
-        "batch_size": 16,
-        "steps": steps,
-        "every": every,
-        "layers": ["w", "b"],
-        "compressors": ["topk"],
-        "densities": DENS,
-        "memory": "residual",
-        "lr": 0.1,
+        "format": FORMAT, "version": VERSION, "workload": workload, "seed": 0, "world_size": 4,
+        "batch_size": 16, "steps": steps, "every": every, "layers": ["w", "b"],
+        "compressors": ["topk"], "densities": DENS, "memory": "residual", "lr": 0.1,
     }
     return GradTrace(
         header=header,
@@ -117,10 +107,7 @@ def test_knee_efficiency_matches_closed_form() -> None:
 @given(
     st.lists(st.sampled_from([1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001]), min_size=5, max_size=60),
     st.integers(min_value=0, max_value=59),
-    st.floats(0.0, 3.0),
-    st.floats(0.05, 20.0),
-    st.floats(0.0, 1.0),
-    st.sampled_from([0.0, 5.0, 100.0]),
+    st.floats(0.0, 3.0), st.floats(0.05, 20.0), st.floats(0.0, 1.0), st.sampled_from([0.0, 5.0, 100.0]),
     st.sampled_from([0.0, 3.0, 50.0, 1000.0]),
 )
 def test_more_gain_never_slower(
@@ -141,9 +128,7 @@ def _fixed_runs(truth: ConvergenceModel) -> list[RealCurve]:
     for d in (1.0, 0.1, 0.01, 0.001):
         pred = truth.predict([d] * 300)
         ev = np.arange(0, 301, 10)
-        runs.append(
-            RealCurve((d,) * 300, tuple(ev), tuple(pred.loss[ev]), tuple(pred.accuracy[ev]))
-        )
+        runs.append(RealCurve((d,) * 300, tuple(ev), tuple(pred.loss[ev]), tuple(pred.accuracy[ev])))
     return runs
 
 
@@ -192,12 +177,8 @@ def test_calibration_with_mu_free_predicts_a_switching_schedule() -> None:
 
 
 def test_iterations_to_target_curve_interpolates() -> None:
-    assert iterations_to_target_curve([0, 10, 20], [3.0, 2.0, 1.0], 1.5, "loss") == pytest.approx(
-        15.0
-    )
-    assert iterations_to_target_curve(
-        [0, 10, 20], [0.1, 0.5, 0.9], 0.7, "accuracy"
-    ) == pytest.approx(15.0)
+    assert iterations_to_target_curve([0, 10, 20], [3.0, 2.0, 1.0], 1.5, "loss") == pytest.approx(15.0)
+    assert iterations_to_target_curve([0, 10, 20], [0.1, 0.5, 0.9], 0.7, "accuracy") == pytest.approx(15.0)
     assert iterations_to_target_curve([0, 10], [3.0, 2.0], 1.0, "loss") is None
     with pytest.raises(InputError):
         iterations_to_target_curve([0, 10], [3.0, 2.0], 1.0, "perplexity")
@@ -326,10 +307,6 @@ def test_convergence_columns_for_borrowing_profile() -> None:
 
 
 def test_trace_for_profile_borrows() -> None:
-    assert trace_for_profile("char-lstm") == (
-        "char-lstm",
-        False,
-        "gradient statistics captured from char-lstm",
-    )
+    assert trace_for_profile("char-lstm") == ("char-lstm", False, "gradient statistics captured from char-lstm")
     src, borrowed, note = trace_for_profile("resnet50")
     assert src == "digits-cnn" and borrowed and "borrowed" in note

@@ -75,9 +75,7 @@ def test_jitter_does_not_depend_on_chunking() -> None:
 
 
 def test_persistent_stragglers_in_a_run() -> None:
-    base: dict[str, Any] = dict(
-        workload="tiny", workers=32, trace="const:lat_ms=1,bw_gbps=10", iterations=5
-    )
+    base: dict[str, Any] = dict(workload="tiny", workers=32, trace="const:lat_ms=1,bw_gbps=10", iterations=5)
     plain, _ = run_simulation(SimConfig(**base))
     slow, _ = run_simulation(SimConfig(**base, worker_speed_sigma=0.5, seed=2))
     ratio = slow["compute_s"] / plain["compute_s"]

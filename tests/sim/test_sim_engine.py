@@ -111,10 +111,7 @@ def test_time_varying_path_matches_closed_form_within_a_segment(decision: Decisi
 def test_several_buckets_without_compute_run_back_to_back() -> None:
     # Three layers of 10 MB each, cap 10 MB: three buckets, all ready at time 0.
     m = model(
-        profile([2_500_000] * 3),
-        8,
-        PiecewiseTrace.constant(LAT, BW),
-        bucket_bytes=10e6,
+        profile([2_500_000] * 3), 8, PiecewiseTrace.constant(LAT, BW), bucket_bytes=10e6,
         compress_scale=0.0,
     )
     assert len(m.buckets) == 3
@@ -145,7 +142,9 @@ def test_overlap_by_hand() -> None:
 
 def test_comm_fully_hidden_when_fast() -> None:
     prof = profile([1000, 1000], forward_s=0.1, backward_s=0.2, weights=[1, 1])
-    m = model(prof, 2, PiecewiseTrace.constant(0.0, 1e12), bucket_bytes=1.0, compress_scale=0.0)
+    m = model(
+        prof, 2, PiecewiseTrace.constant(0.0, 1e12), bucket_bytes=1.0, compress_scale=0.0
+    )
     res = m.run(m.plan(Decision(FREE_DENSE, 1.0, "ring")), 0.0)
     # The first layer's bucket is ready only at the end of backward: 4000 B / 1e12 B/s exposed.
     assert math.isclose(res.exposed_comm_s, 4000 / 1e12, rel_tol=1e-9)

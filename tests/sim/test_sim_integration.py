@@ -54,10 +54,9 @@ def test_observation_carries_iteration_time_and_clock() -> None:
         extra = _SEEN[k].extra
         # The overlapped iteration time, not compute + comm + compress (comm overlaps backward).
         assert extra["iteration_s"] == rec["iter_s"][k - 1]
-        assert (
-            extra["iteration_s"]
-            < rec["compute_s"][k - 1] + rec["comm_s"][k - 1] + rec["compress_s"][k - 1]
-        )
+        assert extra["iteration_s"] < rec["compute_s"][k - 1] + rec["comm_s"][k - 1] + rec[
+            "compress_s"
+        ][k - 1]
         # The clock at decision time is the start of the iteration the decision is for.
         assert extra["now_s"] == rec["start_s"][k]
 
@@ -102,24 +101,11 @@ def test_grad_norm_source_picks_the_nearest_sampled_step(steps: list[int], query
 
 
 # ------------------------------------------------------------- policies reading the extras
-def _obs(
-    step: int,
-    decision: Decision | None,
-    *,
-    compute: float,
-    comm: float,
-    gain: float,
-    iteration_s: float | None,
-) -> Observation:
+def _obs(step: int, decision: Decision | None, *, compute: float, comm: float, gain: float,
+         iteration_s: float | None) -> Observation:
     return Observation(
-        step=step,
-        world_size=16,
-        grad_bytes=4_000_000,
-        comm_s=comm,
-        compress_s=0.0,
-        compute_s=compute,
-        gain=gain,
-        decision=decision,
+        step=step, world_size=16, grad_bytes=4_000_000, comm_s=comm, compress_s=0.0,
+        compute_s=compute, gain=gain, decision=decision,
         extra={} if iteration_s is None else {"iteration_s": iteration_s},
     )
 
@@ -138,32 +124,27 @@ def test_bandit_reward_uses_the_overlapped_iteration_time(with_extra: bool) -> N
     p = make_policy("bandit-ucb", arms="1,0.1", exploration=0.0, hold_steps=1)
     d0 = p.decide(Observation(step=0, world_size=16, grad_bytes=4_000_000))
     assert d0.density == 1.0
-    d1 = p.decide(
-        _obs(1, d0, compute=1.0, comm=10.0, gain=1.0, iteration_s=1.0 if with_extra else None)
-    )
+    d1 = p.decide(_obs(1, d0, compute=1.0, comm=10.0, gain=1.0,
+                       iteration_s=1.0 if with_extra else None))
     assert d1.density == 0.1
-    d2 = p.decide(
-        _obs(2, d1, compute=1.0, comm=1.0, gain=0.63, iteration_s=2.0 if with_extra else None)
-    )
+    d2 = p.decide(_obs(2, d1, compute=1.0, comm=1.0, gain=0.63,
+                       iteration_s=2.0 if with_extra else None))
     assert d2.density == (1.0 if with_extra else 0.1)
 
 
 @pytest.mark.parametrize("with_extra", [True, False])
 def test_gravac_throughput_uses_the_overlapped_iteration_time(with_extra: bool) -> None:
-    p = make_policy(
-        "gravac", min_density=0.001, max_density=0.1, rungs=3, window_steps=1, gain_floor=0.01
-    )
+    p = make_policy("gravac", min_density=0.001, max_density=0.1, rungs=3, window_steps=1,
+                    gain_floor=0.01)
     d0 = p.decide(Observation(step=0, world_size=16, grad_bytes=4_000_000))
     assert d0.density == pytest.approx(0.1)
     # Rung 0.1: true iteration 1 s (score 0.63), summed 2 s (score 0.315).
-    d1 = p.decide(
-        _obs(1, d0, compute=1.0, comm=1.0, gain=0.63, iteration_s=1.0 if with_extra else None)
-    )
+    d1 = p.decide(_obs(1, d0, compute=1.0, comm=1.0, gain=0.63,
+                       iteration_s=1.0 if with_extra else None))
     assert d1.density == pytest.approx(0.01)
     # Rung 0.01: 0.2 s either way (score 0.365): worse than 0.63, better than 0.315.
-    d2 = p.decide(
-        _obs(2, d1, compute=0.1, comm=0.1, gain=0.073, iteration_s=0.2 if with_extra else None)
-    )
+    d2 = p.decide(_obs(2, d1, compute=0.1, comm=0.1, gain=0.073,
+                       iteration_s=0.2 if with_extra else None))
     assert d2.density == pytest.approx(0.1 if with_extra else 0.001)
 
 
@@ -206,14 +187,8 @@ def test_accordion_without_norms_stays_critical_and_says_so(
 def test_accordion_in_the_simulator_sees_the_trace_norms() -> None:
     if grad_norm_source("tiny") is None:
         pytest.skip("no bundled gradient trace for the tiny profile")
-    cfg = SimConfig(
-        workload="tiny",
-        workers=8,
-        trace="seed003-steps",
-        policy="accordion",
-        policy_params=(("interval_steps", 10),),
-        iterations=60,
-    )
+    cfg = SimConfig(workload="tiny", workers=8, trace="seed003-steps", policy="accordion",
+                    policy_params=(("interval_steps", 10),), iterations=60)
     rec, _ = run_simulation(cfg)
     # The same norms fed by hand give the same densities.
     src = grad_norm_source("tiny")
@@ -224,9 +199,8 @@ def test_accordion_in_the_simulator_sees_the_trace_norms() -> None:
     for k in range(60):
         d = ref.decide(obs)
         expect.append(d.density)
-        obs = Observation(
-            step=k + 1, world_size=8, grad_bytes=1, grad_norm=src.at(k + 1), decision=d
-        )
+        obs = Observation(step=k + 1, world_size=8, grad_bytes=1, grad_norm=src.at(k + 1),
+                          decision=d)
     assert list(rec["density"]) == expect
 
 
@@ -234,21 +208,11 @@ def test_accordion_in_the_simulator_sees_the_trace_norms() -> None:
 def test_default_compressor_under_auto_keeps_topk() -> None:
     assert default_compressor("auto", 0.01) == "topk"
     assert default_compressor("auto", 1.0) == "none"
-    params = SimConfig(
-        workload="tiny",
-        workers=4,
-        trace="const:lat_ms=1,bw_gbps=10",
-        collective="auto",
-        density=0.01,
-    ).resolved_policy_params()
+    params = SimConfig(workload="tiny", workers=4, trace="const:lat_ms=1,bw_gbps=10",
+                       collective="auto", density=0.01).resolved_policy_params()
     assert "compressor" not in params  # the policy's own default (topk) is kept
-    dense = SimConfig(
-        workload="tiny",
-        workers=4,
-        trace="const:lat_ms=1,bw_gbps=10",
-        collective="auto",
-        density=1.0,
-    ).resolved_policy_params()
+    dense = SimConfig(workload="tiny", workers=4, trace="const:lat_ms=1,bw_gbps=10",
+                      collective="auto", density=1.0).resolved_policy_params()
     assert dense["compressor"] == "none"
 
 
@@ -264,14 +228,8 @@ def test_default_compressor_under_auto_keeps_topk() -> None:
 def test_monitor_is_on_for_static_policies_only_under_auto(
     policy: str, extra: dict[str, Any], monitor: bool
 ) -> None:
-    cfg = SimConfig(
-        workload="tiny",
-        workers=4,
-        trace="const:lat_ms=1,bw_gbps=10",
-        policy=policy,
-        iterations=3,
-        **extra,
-    )
+    cfg = SimConfig(workload="tiny", workers=4, trace="const:lat_ms=1,bw_gbps=10",
+                    policy=policy, iterations=3, **extra)
     rec, meta = run_simulation(cfg)
     assert meta["monitor"] is monitor
     assert bool(rec["est_bandwidth_Bps"].notna().any()) == monitor
@@ -285,15 +243,9 @@ def test_fixed_auto_picks_the_selector_choice_per_link() -> None:
     grad_bytes = float(load_profile("resnet50").grad_bytes(4))
     chosen = []
     for lat_ms, bw_gbps in _LINKS:
-        cfg = SimConfig(
-            workload="resnet50",
-            workers=64,
-            trace=f"const:lat_ms={lat_ms},bw_gbps={bw_gbps}",
-            policy="fixed",
-            collective="auto",
-            density=0.01,
-            iterations=6,
-        )
+        cfg = SimConfig(workload="resnet50", workers=64, trace=f"const:lat_ms={lat_ms},"
+                        f"bw_gbps={bw_gbps}", policy="fixed", collective="auto", density=0.01,
+                        iterations=6)
         rec, _ = run_simulation(cfg)
         expect = select_collective(lat_ms * 1e-3, bw_gbps * 1e9 / 8, 64, grad_bytes, 0.01, "topk")
         assert set(rec["compressor"]) == {"topk"}

@@ -70,9 +70,7 @@ def test_malformed_spec_fails_before_any_run(
 
 
 def test_dry_run_lists_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert (
-        main(["sweep", str(_spec(tmp_path, TINY)), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
-    )
+    assert main(["sweep", str(_spec(tmp_path, TINY)), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
     assert "tiny: 4 runs (spec is valid)" in capsys.readouterr().out
     assert not (tmp_path / "o").exists()
 

@@ -57,9 +57,7 @@ def test_serial_sweep_writes_every_run_and_rerun_skips(tmp_path: Path) -> None:
     again = run_sweep(runs, tmp_path / "s", run_fn=fake_run, jobs=1, progress=False)
     assert (again.completed, again.skipped) == (0, 8)
     assert _stats(tmp_path / "s") == before
-    meta = json.loads(
-        (tmp_path / "s" / RUNS_DIR / plan["runs"][0]["run_id"] / "meta.json").read_text()
-    )
+    meta = json.loads((tmp_path / "s" / RUNS_DIR / plan["runs"][0]["run_id"] / "meta.json").read_text())
     assert meta["sweep_config"] == runs[0].config
 
 
@@ -138,10 +136,7 @@ def test_dask_local_cluster_matches_local_pool(tmp_path: Path) -> None:
         n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
     ) as cluster:
         res = run_sweep(
-            runs,
-            tmp_path / "dask",
-            run_fn=fake_run,
-            scheduler=cluster.scheduler_address,
+            runs, tmp_path / "dask", run_fn=fake_run, scheduler=cluster.scheduler_address,
             progress=False,
         )
     assert res.completed == 8 and not res.failures

@@ -107,9 +107,7 @@ def test_run_id_tracks_file_contents(tmp_path: Path) -> None:
     before = run_id(cfg)
     f.write_text("b")
     assert run_id(cfg) != before
-    assert run_id({"trace": "lan", "policy": "dense"}) != run_id(
-        {"trace": "wan", "policy": "dense"}
-    )
+    assert run_id({"trace": "lan", "policy": "dense"}) != run_id({"trace": "wan", "policy": "dense"})
 
 
 json_scalars = st.one_of(st.integers(), st.text(max_size=5), st.booleans(), st.floats(-1e9, 1e9))

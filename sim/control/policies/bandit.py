@@ -66,10 +66,8 @@ class _DiscountedBandit(DensityPolicy):
         it_s = iteration_time_s(obs)
         if it_s is None:
             return None
-        gain = (
-            obs.gain
-            if obs.gain is not None and obs.gain > 0.0
-            else expected_gain(self.compressor if density < 1.0 else "none", density)
+        gain = obs.gain if obs.gain is not None and obs.gain > 0.0 else expected_gain(
+            self.compressor if density < 1.0 else "none", density
         )
         return progress_per_step(gain) / it_s
 
@@ -114,10 +112,7 @@ class UcbBanditPolicy(_DiscountedBandit):
             raise ValueError(f"exploration must be >= 0, got {exploration!r}")
         self.exploration = float(exploration)
         super().__init__(
-            arms=arms,
-            discount=discount,
-            hold_steps=hold_steps,
-            compressor=compressor,
+            arms=arms, discount=discount, hold_steps=hold_steps, compressor=compressor,
             collective=collective,
         )
 
@@ -127,10 +122,8 @@ class UcbBanditPolicy(_DiscountedBandit):
             return int(untried[0])
         mean = self._sum / self._n
         total = float(np.sum(self._n))
-        bonus = (
-            self.exploration
-            * float(np.max(mean))
-            * np.sqrt(2.0 * math.log(max(total, 1.0 + 1e-9)) / self._n)
+        bonus = self.exploration * float(np.max(mean)) * np.sqrt(
+            2.0 * math.log(max(total, 1.0 + 1e-9)) / self._n
         )
         return int(np.argmax(mean + bonus))
 
@@ -152,10 +145,7 @@ class ThompsonBanditPolicy(_DiscountedBandit):
         collective: str = "auto",
     ) -> None:
         super().__init__(
-            arms=arms,
-            discount=discount,
-            hold_steps=hold_steps,
-            compressor=compressor,
+            arms=arms, discount=discount, hold_steps=hold_steps, compressor=compressor,
             collective=collective,
         )
 

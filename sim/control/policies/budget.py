@@ -37,12 +37,7 @@ def predicted_comm_s(
     link, using the builder's collective choice."""
     d = builder.build(density, obs)
     return collective_time_s(
-        d.collective,
-        latency_s,
-        bw_Bps,
-        obs.world_size,
-        float(obs.grad_bytes),
-        d.density,
+        d.collective, latency_s, bw_Bps, obs.world_size, float(obs.grad_bytes), d.density,
         d.compressor,
     )
 
@@ -137,13 +132,8 @@ class BandwidthBudgetPolicy(GatedDensityPolicy):
             return self.density
         latency = obs.latency_s or 0.0
         best = largest_density_within(
-            self._builder,
-            obs,
-            budget,
-            latency,
-            obs.bandwidth_Bps,
-            self.min_density,
-            self.max_density,
+            self._builder, obs, budget, latency, obs.bandwidth_Bps,
+            self.min_density, self.max_density,
         )
         now_s = predicted_comm_s(self._builder, self.density, obs, latency, obs.bandwidth_Bps)
         if now_s > budget and best < self.density:

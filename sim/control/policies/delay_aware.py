@@ -178,12 +178,7 @@ class DelayVegasPolicy(GatedDensityPolicy):
             return self.density
         d = obs.decision
         expected_s = collective_time_s(
-            d.collective,
-            lat,
-            1.0 / beta,
-            obs.world_size,
-            float(obs.grad_bytes),
-            d.density,
+            d.collective, lat, 1.0 / beta, obs.world_size, float(obs.grad_bytes), d.density,
             d.compressor,
         )
         extra_s = obs.comm_s - expected_s

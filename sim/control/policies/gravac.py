@@ -80,10 +80,8 @@ class GravacPolicy(DensityPolicy):
         if not current or it_s is None:
             return self.ladder[self._rung]
         density = self.ladder[self._rung]
-        gain = (
-            obs.gain
-            if obs.gain is not None and obs.gain > 0.0
-            else expected_gain(self.compressor, density)
+        gain = obs.gain if obs.gain is not None and obs.gain > 0.0 else expected_gain(
+            self.compressor, density
         )
         self._gain_sum += gain
         self._time_sum += it_s

@@ -38,10 +38,7 @@ _GRID_POINTS = 41
 
 
 def pareto_choice(
-    densities: np.ndarray,
-    time_s: np.ndarray,
-    inv_gain: np.ndarray,
-    time_weight: float,
+    densities: np.ndarray, time_s: np.ndarray, inv_gain: np.ndarray, time_weight: float,
     gain_weight: float,
 ) -> float:
     """Density minimising the weighted sum of min-max normalised objectives over the Pareto set
@@ -83,9 +80,7 @@ class MooPolicy(DensityPolicy):
         if len(cands) < 2 or cands[0] >= 1.0:
             raise ValueError("candidates must hold at least two densities in (0, 1)")
         if warmup_steps < 0 or explore_steps < 2 or min_explore_interval < 0:
-            raise ValueError(
-                "need warmup_steps >= 0, explore_steps >= 2, min_explore_interval >= 0"
-            )
+            raise ValueError("need warmup_steps >= 0, explore_steps >= 2, min_explore_interval >= 0")
         if time_weight < 0.0 or gain_weight < 0.0 or time_weight + gain_weight <= 0.0:
             raise ValueError("weights must be >= 0 and not both 0")
         if not change_threshold > 0.0:
@@ -135,9 +130,8 @@ class MooPolicy(DensityPolicy):
             return self.candidates[0]
         slope, intercept = np.polyfit(dens, np.asarray(t), 1)
         q, p = np.polyfit(np.log(dens), np.log(np.asarray(g)), 1)
-        grid = np.exp(
-            np.linspace(math.log(self.candidates[-1]), math.log(self.candidates[0]), _GRID_POINTS)
-        )
+        grid = np.exp(np.linspace(math.log(self.candidates[-1]), math.log(self.candidates[0]),
+                                  _GRID_POINTS))
         time_fit = np.maximum(intercept + slope * grid, 0.0)
         gain_fit = np.minimum(np.exp(p + q * np.log(grid)), 1.0)
         return pareto_choice(grid, time_fit, 1.0 / gain_fit, self.time_weight, self.gain_weight)

@@ -43,11 +43,7 @@ class _StaticPolicy:
             return self._decision
         d = self._decision
         coll = select_collective(
-            obs.latency_s,
-            obs.bandwidth_Bps,
-            obs.world_size,
-            float(obs.grad_bytes),
-            d.density,
+            obs.latency_s, obs.bandwidth_Bps, obs.world_size, float(obs.grad_bytes), d.density,
             d.compressor,
         )
         return Decision(d.compressor, d.density, coll)

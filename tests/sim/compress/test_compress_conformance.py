@@ -20,9 +20,7 @@ NAMES = compressor_names()
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-def _laplace(
-    n: int, seed: int, dtype: torch.dtype = torch.float32, device: str = "cpu"
-) -> torch.Tensor:
+def _laplace(n: int, seed: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)
     u = torch.rand(n, generator=gen, dtype=torch.float64) - 0.5
     x = -torch.sign(u) * torch.log1p(-2 * u.abs().clamp(max=0.4999999))
@@ -97,9 +95,7 @@ def test_deterministic_under_a_seed(name: str) -> None:
         mem = make_memory("residual")
         run = []
         for step in range(3):
-            _, local, stats = compress_with_feedback(
-                comp, mem, _laplace(4000, step), 0.02, key="k", step=step
-            )
+            _, local, stats = compress_with_feedback(comp, mem, _laplace(4000, step), 0.02, key="k", step=step)
             run.append((local, stats.achieved_density, stats.gain))
         outs.append(run)
     for (a, da, ga), (b, db, gb) in zip(outs[0], outs[1], strict=True):

@@ -95,11 +95,7 @@ def test_sign_pack_round_trip(values: list[float]) -> None:
 
 def test_signsgd_majority_vote_and_efsignsgd_scale() -> None:
     comp = make_compressor("signsgd")
-    votes = [
-        torch.tensor([1.0, -1.0, 1.0]),
-        torch.tensor([1.0, -1.0, -1.0]),
-        torch.tensor([-1.0, 1.0, -1.0]),
-    ]
+    votes = [torch.tensor([1.0, -1.0, 1.0]), torch.tensor([1.0, -1.0, -1.0]), torch.tensor([-1.0, 1.0, -1.0])]
     assert comp.aggregate(votes).tolist() == [1.0, -1.0, -1.0]
     ef = make_compressor("efsignsgd")
     x = torch.tensor([2.0, -4.0, 0.0, 6.0])

@@ -69,14 +69,7 @@ def test_memory_checkpoint_through_torch_save(name: str) -> None:
     mem = make_memory(name)
     comp = make_compressor("topk")
     for step in range(3):
-        compress_with_feedback(
-            comp,
-            mem,
-            torch.randn(100, generator=torch.Generator().manual_seed(step)),
-            0.1,
-            key="layer.0",
-            step=step,
-        )
+        compress_with_feedback(comp, mem, torch.randn(100, generator=torch.Generator().manual_seed(step)), 0.1, key="layer.0", step=step)
     buf = io.BytesIO()
     torch.save(mem.state_dict(), buf)
     buf.seek(0)

@@ -35,9 +35,7 @@ def test_exponential_threshold_is_the_exact_quantile() -> None:
     mean = 2.5
     eta = exponential_threshold(mean, 0.01)
     assert math.exp(-eta / mean) == pytest.approx(0.01)
-    assert exponential_threshold(mean, 0.1, t=3.0) == pytest.approx(
-        3.0 + stats.expon(scale=mean).isf(0.1)
-    )
+    assert exponential_threshold(mean, 0.1, t=3.0) == pytest.approx(3.0 + stats.expon(scale=mean).isf(0.1))
 
 
 def test_gpareto_threshold_matches_scipy_for_its_own_moments() -> None:
@@ -79,9 +77,7 @@ def _vectors(dist: str, numel: int) -> tuple[torch.Tensor, ...]:
     return tuple(synthetic(dist, numel, gen) for _ in range(3))
 
 
-def _band_after_adaptation(
-    name: str, dist: str, numel: int, density: float, calls: int = 25
-) -> float:
+def _band_after_adaptation(name: str, dist: str, numel: int, density: float, calls: int = 25) -> float:
     """Average achieved/target over the last 5 of ``calls`` calls on 3 alternating vectors."""
     vecs = _vectors(dist, numel)
     comp = make_compressor(name)

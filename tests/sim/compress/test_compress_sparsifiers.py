@@ -26,22 +26,11 @@ def test_topk_matches_torch_topk_selection() -> None:
 
 def test_randomk_same_seed_same_indices_on_every_rank() -> None:
     ranks = [torch.randn(50_000, generator=torch.Generator().manual_seed(r)) for r in range(4)]
-    idx = [
-        make_compressor("randomk", seed=7).compress(x, 0.01, key="layer1", step=3).ctx["indices"]
-        for x in ranks
-    ]
+    idx = [make_compressor("randomk", seed=7).compress(x, 0.01, key="layer1", step=3).ctx["indices"] for x in ranks]
     for other in idx[1:]:
         assert torch.equal(idx[0], other)
-    later = (
-        make_compressor("randomk", seed=7)
-        .compress(ranks[0], 0.01, key="layer1", step=4)
-        .ctx["indices"]
-    )
-    other_key = (
-        make_compressor("randomk", seed=7)
-        .compress(ranks[0], 0.01, key="layer2", step=3)
-        .ctx["indices"]
-    )
+    later = make_compressor("randomk", seed=7).compress(ranks[0], 0.01, key="layer1", step=4).ctx["indices"]
+    other_key = make_compressor("randomk", seed=7).compress(ranks[0], 0.01, key="layer2", step=3).ctx["indices"]
     assert not torch.equal(idx[0], later)
     assert not torch.equal(idx[0], other_key)
 
@@ -57,9 +46,7 @@ def test_randomk_allreduce_of_values_equals_mean_of_decompressed() -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(numel=st.integers(1, 5000), frac=st.floats(0.0001, 1.0), seed=st.integers(0, 2**31))
-def test_random_indices_are_distinct_sorted_and_in_range(
-    numel: int, frac: float, seed: int
-) -> None:
+def test_random_indices_are_distinct_sorted_and_in_range(numel: int, frac: float, seed: int) -> None:
     k = k_for(numel, frac)
     idx = random_indices(numel, k, generator_for(seed, "x", 0), torch.device("cpu"))
     assert idx.numel() == k

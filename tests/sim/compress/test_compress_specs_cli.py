@@ -36,12 +36,7 @@ def test_collective_compatibility() -> None:
     check_compatible("randomk", "ring")
     check_compatible("powersgd", "tree")
     check_compatible("sidco-exp", "artopk-ring")
-    for comp, coll in [
-        ("topk", "ring"),
-        ("sidco-gp", "tree"),
-        ("qsgd", "ring"),
-        ("powersgd", "allgather"),
-    ]:
+    for comp, coll in [("topk", "ring"), ("sidco-gp", "tree"), ("qsgd", "ring"), ("powersgd", "allgather")]:
         with pytest.raises(InputError, match="cannot use collective"):
             check_compatible(comp, coll)
 
@@ -52,17 +47,14 @@ def test_shipped_calibration_covers_every_compressor_on_cpu() -> None:
     for name in spec_names():
         fixed_s, per_element_s = compute_model(name, "cpu", cal)
         assert fixed_s >= 0 and per_element_s >= 0
-        assert get_spec(name).compute_s(10_000_000, 0.01) == pytest.approx(
-            fixed_s + per_element_s * 1e7
-        )
+        assert get_spec(name).compute_s(10_000_000, 0.01) == pytest.approx(fixed_s + per_element_s * 1e7)
     assert get_spec("topk").compute_s(10**7, 0.001) > 0
     assert compute_model("topk", "tpu", cal) == (0.0, 0.0)
 
 
 def test_fit_compute_model_recovers_a_line_and_writes_json(tmp_path: Path) -> None:
     rows = [
-        BenchRow("a", "gaussian", n, 0.01, 1.0, 1.0, 1.0, 2e-4 + 3e-9 * n, 1.0, 0.01, 0.5, 3)
-        for n in (10**5, 10**6, 10**7)
+        BenchRow("a", "gaussian", n, 0.01, 1.0, 1.0, 1.0, 2e-4 + 3e-9 * n, 1.0, 0.01, 0.5, 3) for n in (10**5, 10**6, 10**7)
     ]
     model = fit_compute_model(rows)
     assert model["a"]["fixed_s"] == pytest.approx(2e-4, rel=1e-6)
@@ -78,40 +70,15 @@ def test_fit_compute_model_recovers_a_line_and_writes_json(tmp_path: Path) -> No
 
 
 def test_parse_count() -> None:
-    assert [parse_count(t) for t in ("10k", "1M", "2.5M", "1e6", "7")] == [
-        10**4,
-        10**6,
-        2_500_000,
-        10**6,
-        7,
-    ]
+    assert [parse_count(t) for t in ("10k", "1M", "2.5M", "1e6", "7")] == [10**4, 10**6, 2_500_000, 10**6, 7]
     for bad in ("", "x", "0", "-1M"):
         with pytest.raises(InputError):
             parse_count(bad)
 
 
 def test_cli_json_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(
-        [
-            "bench",
-            "compressors",
-            "--sizes",
-            "20k",
-            "--density",
-            "0.01",
-            "--repeats",
-            "1",
-            "--calls",
-            "2",
-            "--warmup",
-            "3",
-            "--compressors",
-            "topk,sidco-exp,qsgd",
-            "--dist",
-            "laplace",
-            "--json",
-        ]
-    )
+    rc = main(["bench", "compressors", "--sizes", "20k", "--density", "0.01", "--repeats", "1", "--calls", "2",
+               "--warmup", "3", "--compressors", "topk,sidco-exp,qsgd", "--dist", "laplace", "--json"])
     assert rc == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["compressor"] for r in rows} == {"topk", "sidco-exp", "qsgd"}
@@ -125,25 +92,8 @@ def test_cli_captured_npz(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     path = tmp_path / "g.npz"
     rng = np.random.default_rng(0)
     np.savez(path, layer1=rng.laplace(size=(100, 50)).astype(np.float32), steps=np.arange(3))
-    rc = main(
-        [
-            "bench",
-            "compressors",
-            "--input",
-            str(path),
-            "--dist",
-            "",
-            "--density",
-            "0.01",
-            "--compressors",
-            "topk,dgc",
-            "--repeats",
-            "1",
-            "--calls",
-            "1",
-            "--json",
-        ]
-    )
+    rc = main(["bench", "compressors", "--input", str(path), "--dist", "", "--density", "0.01",
+               "--compressors", "topk,dgc", "--repeats", "1", "--calls", "1", "--json"])
     assert rc == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["input"] for r in rows} == {"captured:layer1"} and rows[0]["numel"] == 5000
@@ -158,36 +108,13 @@ def test_cli_captured_npz(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         (["--dist", "cauchy"], "unknown distribution"),
         (["--device", "tpu9"], "unknown torch device"),
         (["--input", "/no/such.npz"], "no such file"),
-        (
-            [
-                "--sizes",
-                "1k",
-                "--calibrate",
-                "--compressors",
-                "topk",
-                "--repeats",
-                "1",
-                "--calls",
-                "1",
-            ],
-            "two different sizes",
-        ),
+        (["--sizes", "1k", "--calibrate", "--compressors", "topk", "--repeats", "1", "--calls", "1"], "two different sizes"),
     ],
 )
 def test_cli_bad_input_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sim.entry",
-            "bench",
-            "compressors",
-            "--calibration-out",
-            str(tmp_path / "c.json"),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "sim.entry", "bench", "compressors", "--calibration-out", str(tmp_path / "c.json"), *args],
+        capture_output=True, text=True,
     )
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
@@ -201,12 +128,8 @@ def test_cli_bad_npz_exit_2(tmp_path: Path) -> None:
 
 
 def test_calibration_file_is_the_packaged_one() -> None:
-    assert (
-        CALIBRATION_PATH.name == "calibration.json" and CALIBRATION_PATH.parent.name == "compress"
-    )
-    assert math.isfinite(
-        json.loads(CALIBRATION_PATH.read_text())["devices"]["cpu"]["topk"]["per_element_s"]
-    )
+    assert CALIBRATION_PATH.name == "calibration.json" and CALIBRATION_PATH.parent.name == "compress"
+    assert math.isfinite(json.loads(CALIBRATION_PATH.read_text())["devices"]["cpu"]["topk"]["per_element_s"])
 
 
 def test_synthetic_inputs_are_seeded_and_have_the_right_shape_of_tail() -> None:

@@ -68,7 +68,7 @@ def test_pareto_choice_skips_dominated_points() -> None:
 def test_accordion_switches_on_gradient_norm_change() -> None:
     p = make_policy("accordion", interval_steps=10)
     # Norm halves every 10 steps for 30 steps (critical), then stays flat.
-    norms = lambda k: 8.0 * 0.4 ** (k // 10) if k < 30 else 8.0 * 0.4**3  # noqa: E731
+    norms = lambda k: 8.0 * 0.4 ** (k // 10) if k < 30 else 8.0 * 0.4 ** 3  # noqa: E731
     d = densities(run_closed_loop(p, _const(GOOD), 80, grad_norm_at=norms))
     assert d[5] == 0.1  # first interval: critical
     assert d[25] == 0.1  # norm still changing by 60%
@@ -99,11 +99,8 @@ def _best_arm(link: tuple[float, float], arms: tuple[float, ...]) -> float:
         comp = "none" if dens >= 1.0 else "topk"
         best = min(
             collective_cost_terms(c, WORLD, GRAD_BYTES, dens, comp).time_s(*link)
-            for c in (
-                ("ring", "tree", "ps")
-                if comp == "none"
-                else ("allgather", "artopk-ring", "artopk-tree")
-            )
+            for c in (("ring", "tree", "ps") if comp == "none" else
+                      ("allgather", "artopk-ring", "artopk-tree"))
         )
         return progress_per_step(expected_gain(comp, dens)) / (0.2 + best)
 
@@ -128,9 +125,8 @@ class _Ctx:
 
     def iteration_time_s(self, decision: Decision, start_s: float) -> float:
         link = GOOD if start_s < self.switch_s else BAD_BANDWIDTH
-        t = collective_cost_terms(
-            decision.collective, WORLD, GRAD_BYTES, decision.density, decision.compressor
-        )
+        t = collective_cost_terms(decision.collective, WORLD, GRAD_BYTES, decision.density,
+                                  decision.compressor)
         return 0.2 + t.time_s(*link)
 
 
@@ -140,24 +136,19 @@ def test_oracle_picks_the_least_time_per_progress_and_sees_the_future() -> None:
     p.bind_oracle(ctx)  # type: ignore[attr-defined]
     obs = Observation(step=0, world_size=WORLD, grad_bytes=GRAD_BYTES)
     first = p.decide(obs)
-    late = p.decide(
-        Observation(step=1, world_size=WORLD, grad_bytes=GRAD_BYTES, extra={"now_s": 5.0})
-    )
+    late = p.decide(Observation(step=1, world_size=WORLD, grad_bytes=GRAD_BYTES,
+                                extra={"now_s": 5.0}))
 
     def cost(d: Decision, start: float) -> float:
         return ctx.iteration_time_s(d, start) / progress_per_step(
-            expected_gain(d.compressor, d.density)
-        )
+            expected_gain(d.compressor, d.density))
 
     # Brute force over the same grid agrees.
     for dec, start in ((first, 0.0), (late, 5.0)):
         for dens in (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001):
             comp = "none" if dens == 1.0 else "topk"
-            colls = (
-                ("ring", "tree", "ps", "allgather")
-                if comp == "none"
-                else ("allgather", "artopk-ring", "artopk-tree")
-            )
+            colls = ("ring", "tree", "ps", "allgather") if comp == "none" else (
+                "allgather", "artopk-ring", "artopk-tree")
             for c in colls:
                 assert cost(dec, start) <= cost(Decision(comp, dens, c), start) + 1e-12
     assert late.density < first.density  # it knows the link is slow at 5 s

@@ -27,19 +27,16 @@ K = 10  # iterations allowed for a reaction
 @pytest.mark.parametrize("bad", [BAD_LATENCY, BAD_BANDWIDTH], ids=["latency-up", "bandwidth-down"])
 @pytest.mark.parametrize("name", DELAY_AWARE)
 def test_backs_off_after_a_step_and_recovers(name: str, bad: tuple[float, float]) -> None:
-    d = np.array(
-        densities(
-            run_closed_loop(make_policy(name, seed=1), step_link(GOOD, bad, START, END), TOTAL)
-        )
-    )
+    d = np.array(densities(run_closed_loop(make_policy(name, seed=1),
+                                           step_link(GOOD, bad, START, END), TOTAL)))
     before = d[START - 1]
     first_drop = next(k for k in range(START, END) if d[k] < before)
     assert first_drop - START <= K
-    assert d[START + 2 * K : END].mean() < 0.75 * d[START - 30 : START].mean()
+    assert d[START + 2 * K:END].mean() < 0.75 * d[START - 30:START].mean()
     low = d[END - 1]
     first_rise = next(k for k in range(END, TOTAL) if d[k] > low)
     assert first_rise - END <= K
-    assert d[END + 2 * K :].mean() > d[START + 2 * K : END].mean()
+    assert d[END + 2 * K:].mean() > d[START + 2 * K:END].mean()
 
 
 @pytest.mark.parametrize("name", DELAY_AWARE)
@@ -53,13 +50,8 @@ def test_density_stays_in_bounds(name: str) -> None:
 def test_hysteresis_ignores_a_single_outlier(name: str) -> None:
     # One slow step on an otherwise constant link must not change the density.
     spike = {40: (BAD_LATENCY[0] * 10, GOOD[1])}
-    policy = make_policy(
-        name,
-        seed=0,
-        initial_density=0.1,
-        max_density=0.1,
-        **({"deadband": 0.1} if name != "dc2-vegas" else {}),
-    )
+    policy = make_policy(name, seed=0, initial_density=0.1, max_density=0.1,
+                         **({"deadband": 0.1} if name != "dc2-vegas" else {}))
     d = densities(run_closed_loop(policy, lambda k: spike.get(k, GOOD), 80))
     if name == "dc2-pi":
         # PI is proportional: a single error moves it, but less than one decade.
@@ -90,9 +82,8 @@ def test_stale_observations_are_ignored() -> None:
 
 def test_budget_solution_fits_and_is_the_largest() -> None:
     b = DecisionBuilder()
-    obs = Observation(
-        step=1, world_size=WORLD, grad_bytes=GRAD_BYTES, latency_s=1e-3, bandwidth_Bps=1e9 / 8
-    )
+    obs = Observation(step=1, world_size=WORLD, grad_bytes=GRAD_BYTES, latency_s=1e-3,
+                      bandwidth_Bps=1e9 / 8)
     budget = 0.1
     d = largest_density_within(b, obs, budget, 1e-3, 1e9 / 8, 0.001, 1.0)
     assert predicted_comm_s(b, d, obs, 1e-3, 1e9 / 8) <= budget

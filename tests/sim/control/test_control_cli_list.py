@@ -10,9 +10,7 @@ from sim.control import policy_names
 from sim.entry import main
 
 
-def test_list_policies_shows_every_policy_with_parameters(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_list_policies_shows_every_policy_with_parameters(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "policies"]) == 0
     out = capsys.readouterr().out
     for name in policy_names():
@@ -30,9 +28,8 @@ def test_list_policies_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert moo["parameters"]["time_weight"] == 0.6
 
 
-@pytest.mark.parametrize(
-    "kind,expect", [("compressors", "topk"), ("workloads", "resnet50"), ("traces", "seed003-steps")]
-)
+@pytest.mark.parametrize("kind,expect", [("compressors", "topk"), ("workloads", "resnet50"),
+                                         ("traces", "seed003-steps")])
 def test_list_other_kinds(kind: str, expect: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", kind]) == 0
     assert expect in capsys.readouterr().out
@@ -48,45 +45,16 @@ def test_unknown_kind_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_unknown_policy_in_sim_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(
-        [
-            "sim",
-            "--workload",
-            "tiny",
-            "--workers",
-            "4",
-            "--trace",
-            "const:lat_ms=1,bw_gbps=10",
-            "--policy",
-            "dc2-nope",
-            "--iterations",
-            "3",
-            "--quiet",
-        ]
-    )
+    code = main(["sim", "--workload", "tiny", "--workers", "4", "--trace",
+                 "const:lat_ms=1,bw_gbps=10", "--policy", "dc2-nope", "--iterations", "3",
+                 "--quiet"])
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown policy 'dc2-nope'" in err[0]
 
 
 def test_sim_runs_a_delay_aware_policy(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(
-        [
-            "sim",
-            "--workload",
-            "tiny",
-            "--workers",
-            "4",
-            "--trace",
-            "const:lat_ms=1,bw_gbps=10",
-            "--policy",
-            "dc2-aimd",
-            "--param",
-            "target_s=0.001",
-            "--iterations",
-            "20",
-            "--json",
-            "--quiet",
-        ]
-    )
+    code = main(["sim", "--workload", "tiny", "--workers", "4", "--trace",
+                 "const:lat_ms=1,bw_gbps=10", "--policy", "dc2-aimd", "--param",
+                 "target_s=0.001", "--iterations", "20", "--json", "--quiet"])
     assert code == 0

@@ -33,10 +33,7 @@ class FakeOracleContext:
         self.calls += 1
         lat, bw = LINK(int(start_s / 0.25))
         terms = collective_cost_terms(
-            decision.collective,
-            self.world_size,
-            self.workload_grad_bytes,
-            decision.density,
+            decision.collective, self.world_size, self.workload_grad_bytes, decision.density,
             decision.compressor,
         )
         return 0.2 + terms.time_s(lat, bw)

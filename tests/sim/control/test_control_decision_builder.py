@@ -14,9 +14,8 @@ from sim.control.decision_builder import (
 )
 from sim.errors import InputError
 
-OBS = Observation(
-    step=1, world_size=64, grad_bytes=100_000_000, latency_s=1e-3, bandwidth_Bps=3.125e9
-)
+OBS = Observation(step=1, world_size=64, grad_bytes=100_000_000, latency_s=1e-3,
+                  bandwidth_Bps=3.125e9)
 
 
 def test_dense_becomes_none_over_a_dense_collective() -> None:

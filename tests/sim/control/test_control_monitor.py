@@ -174,6 +174,5 @@ def test_fast_fit_agrees_with_the_numpy_reference(rows: list[tuple[float, float,
         return
     # Compare the fitted durations, which are well conditioned even when alpha and beta are not.
     for x, y in zip(a, b, strict=True):
-        assert math.isclose(
-            x * fast[0] + y * fast[1], x * ref[0] + y * ref[1], rel_tol=1e-6, abs_tol=1e-9
-        )
+        assert math.isclose(x * fast[0] + y * fast[1], x * ref[0] + y * ref[1],
+                            rel_tol=1e-6, abs_tol=1e-9)

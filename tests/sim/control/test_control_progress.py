@@ -17,14 +17,8 @@ from sim.control.progress import (
 from sim.errors import InputError
 
 # REFERENCES.md section 6: density -> (gain, iterations to 0.90 accuracy).
-PROBE = {
-    1.0: (1.0, 270),
-    0.1: (0.63, 270),
-    0.03: (0.22, 280),
-    0.01: (0.073, 280),
-    0.003: (0.021, 310),
-    0.001: (0.008, 390),
-}
+PROBE = {1.0: (1.0, 270), 0.1: (0.63, 270), 0.03: (0.22, 280), 0.01: (0.073, 280),
+         0.003: (0.021, 310), 0.001: (0.008, 390)}
 
 
 @pytest.mark.parametrize("density", sorted(PROBE))

@@ -14,22 +14,13 @@ TRACE = "steps:dur_s=0.2/60,lat_ms=1/8,bw_gbps=25/5"
 
 @pytest.mark.parametrize("name", policy_names())
 def test_policy_runs_in_the_simulator_and_decisions_are_recorded(name: str) -> None:
-    cfg = SimConfig(
-        workload="tiny", workers=8, trace=TRACE, policy=name, iterations=30, monitor="on"
-    )
+    cfg = SimConfig(workload="tiny", workers=8, trace=TRACE, policy=name, iterations=30,
+                    monitor="on")
     records, meta = run_simulation(cfg)
     assert len(records) == 30
     assert records["density"].between(0.0, 1.0, inclusive="right").all()
-    assert set(records["collective"]) <= {
-        "ring",
-        "tree",
-        "rhd",
-        "ps",
-        "allgather",
-        "artopk-ring",
-        "artopk-tree",
-        "hierarchical",
-    }
+    assert set(records["collective"]) <= {"ring", "tree", "rhd", "ps", "allgather",
+                                           "artopk-ring", "artopk-tree", "hierarchical"}
     # Same config, same decisions.
     again, _ = run_simulation(cfg)
     assert list(again["density"]) == list(records["density"])
@@ -40,22 +31,14 @@ def test_oracle_in_the_simulator_is_never_slower_per_progress_than_fixed() -> No
     from sim.control.progress import progress_per_step
 
     def time_per_progress(policy: str, **params: float | str) -> float:
-        cfg = SimConfig(
-            workload="resnet50",
-            workers=64,
-            trace="seed003-steps",
-            policy=policy,
-            policy_params=tuple(params.items()),
-            iterations=200,
-            monitor="on",
-        )
+        cfg = SimConfig(workload="resnet50", workers=64, trace="seed003-steps", policy=policy,
+                        policy_params=tuple(params.items()), iterations=200, monitor="on")
         rec, _ = run_simulation(cfg)
         prog = sum(progress_per_step(g) for g in rec["gain"])
         return float(rec["iter_s"].sum()) / prog
 
     oracle = time_per_progress("oracle")
     for d in (0.1, 0.01, 0.001):
-        assert oracle <= time_per_progress(
-            "fixed", density=d, compressor="topk", collective="auto"
-        ) * (1 + 1e-9)
+        assert oracle <= time_per_progress("fixed", density=d, compressor="topk",
+                                           collective="auto") * (1 + 1e-9)
     assert oracle <= time_per_progress("dense") * (1 + 1e-9)
