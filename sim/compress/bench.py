@@ -28,6 +28,7 @@ import torch
 from sim.errors import InputError
 
 from .base import Compressor, compressor_names, make_compressor
+from .snapshots import tiled_snapshot
 from .specs import CALIBRATION_PATH, load_calibration
 
 __all__ = [
@@ -43,9 +44,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Synthetic gradient distributions (Student-t has 3 degrees of freedom: heavy-tailed, finite variance).
-DISTRIBUTIONS = ("gaussian", "laplace", "student-t")
+#: Input distributions: synthetic (Student-t has 3 degrees of freedom: heavy-tailed, finite
+#: variance; log-normal is a random sign times exp(N(0, 1))) and the bundled real gradients
+#: (``real-<workload>``, tiled to the size: :mod:`sim.compress.snapshots`).
+DISTRIBUTIONS = (
+    "gaussian",
+    "laplace",
+    "student-t",
+    "lognormal",
+    "real-char-lstm",
+    "real-digits-cnn",
+)
 _STUDENT_DF = 3.0
+_REAL = {"real-char-lstm": "char-lstm-step100", "real-digits-cnn": "digits-cnn-step100"}
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,10 @@ def parse_count(text: str) -> int:
 
 
 def synthetic(distribution: str, numel: int, gen: torch.Generator) -> torch.Tensor:
-    """A float32 vector of ``numel`` draws from ``distribution`` (unit scale) using ``gen``."""
+    """A float32 vector of ``numel`` draws from ``distribution`` (unit scale) using ``gen``
+    (the real gradients are tiled, not drawn: ``gen`` is unused for them)."""
+    if distribution in _REAL:
+        return tiled_snapshot(_REAL[distribution], numel)
     if distribution == "gaussian":
         return torch.randn(numel, generator=gen)
     u = torch.rand(numel, generator=gen, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
@@ -117,6 +131,9 @@ def synthetic(distribution: str, numel: int, gen: torch.Generator) -> torch.Tens
             * 2.0
         )
         return (z / torch.sqrt(chi2 / _STUDENT_DF)).float()
+    if distribution == "lognormal":
+        z = torch.randn(numel, generator=gen, dtype=torch.float64)
+        return (torch.where(u < 0.5, -1.0, 1.0) * torch.exp(z)).float()
     raise InputError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
 
 
