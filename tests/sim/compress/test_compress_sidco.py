@@ -130,5 +130,8 @@ def test_adaptation_settles_at_the_best_stage_count_instead_of_cycling() -> None
         s = comp.stages("k")
         comp._adapt("k", by_stages[s])
         visited.append(s)
-    assert visited[-40:] == [2] * 40
+    # after trying 3 and 1 it dwells at 2 until the records expire (_MEMORY_WINDOWS), then
+    # re-checks the neighbours once and comes back
+    assert visited[40:90] == [2] * 50
+    assert visited.count(2) >= 0.6 * len(visited)
     assert set(visited) <= {1, 2, 3}
