@@ -1,11 +1,22 @@
 """SIDCo: multi-stage threshold estimation with sparsity-inducing distributions.
 
 Stage 1 fits the nonzero magnitudes and keeps a fraction ``d1`` (0.25, or the target if that is
-larger); each later stage fits the exceedances over the previous threshold and keeps a fixed
-fraction ``rho`` of the survivors, with ``d1 * rho^(S-1)`` equal to the target. The number of stages
-``S`` adapts per key: the achieved/target ratio is averaged over ``window`` calls and a stage is
-added or removed when the average leaves [0.8, 1.2]; the direction is learned per key (see
-:meth:`SidcoCompressor._adapt`).
+larger); each later stage fits the exceedances over the previous threshold. Where the paper
+keeps a fixed fraction ``rho`` per later stage, here each pass also counts its survivors exactly,
+so every later stage aims the remaining stages at the target count among the actual survivors
+(``rho = (k / survivors)^(1 / stages left)``): an error of an early fit no longer carries
+through. Everything runs on the device with no value read back to the host
+(:meth:`SidcoCompressor.threshold`; passes in :mod:`sim.compress.threshold_stats`).
+
+Two per-key controls use only the achieved count (the size of the index tensor, known to the
+host after the compaction anyway):
+
+* a damped estimate of the fits' bias ``ln(achieved/target)`` on this key's gradients; the next
+  call aims at ``k / e^bias`` (bounded by a factor of 8), which removes a fit's systematic error
+  within a few calls, so a cheap stage count suffices on heavy tails too;
+* the stage count ``S``: the achieved/target ratio is averaged over ``window`` calls (after
+  ``window`` settling calls at a new count) and a stage is added or removed when the average
+  leaves [0.8, 1.2]; the direction is learned per key (see :meth:`SidcoCompressor._adapt`).
 """
 
 from __future__ import annotations
