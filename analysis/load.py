@@ -23,8 +23,10 @@ from typing import Any
 import pandas as pd
 
 from sim.errors import InputError
+from sim.replace_guard import RUN_ID_RE
 from sim.rundir import is_complete_run, read_run
 from sim.schema import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
+from traces.input_limits import MAX_JSON_BYTES, check_file_size
 
 __all__ = [
     "Results",
@@ -166,23 +168,50 @@ def _empty_failures() -> pd.DataFrame:
     return pd.DataFrame({"run_id": [], "origin": [], "error": []}, dtype="string")
 
 
+def _json_doc(path: Path) -> dict[str, Any]:
+    """A sweep's JSON file as a dict; one-line :class:`InputError` when big, broken or no object."""
+    check_file_size(path, MAX_JSON_BYTES, "sweep file")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.__class__.__name__})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return doc
+
+
+def _run_id(entry: Any, where: Path) -> str:
+    """The run id of a plan or failure entry, checked to be a hex name (never a path)."""
+    rid = entry.get("run_id") if isinstance(entry, dict) else None
+    if not isinstance(rid, str) or not RUN_ID_RE.fullmatch(rid):
+        raise InputError(f"{where}: run_id {rid!r} is not a run id (lower-case hex)")
+    return rid
+
+
 def _load_sweep_dir(path: Path) -> Results:
-    plan = json.loads((path / "sweep.json").read_text())
+    plan = _json_doc(path / "sweep.json")
     rows, frames = [], []
     failures = _empty_failures()
     fpath = path / "failures.json"
     if fpath.is_file():
-        doc = json.loads(fpath.read_text())
+        doc = _json_doc(fpath)
         failures = pd.DataFrame(
             [
-                {"run_id": f["run_id"], "origin": f.get("origin", ""), "error": f["error"]}
+                {
+                    "run_id": _run_id(f, fpath),
+                    "origin": str(f.get("origin", "")),
+                    "error": str(f.get("error", "")),
+                }
                 for f in doc.get("failures", [])
             ]
         )
     failed = set(failures["run_id"]) if len(failures) else set()
     missing = 0
-    for entry in plan.get("runs", []):
-        rid = entry["run_id"]
+    entries = plan.get("runs", [])
+    if not isinstance(entries, list):
+        raise InputError(f"{path / 'sweep.json'}: runs is not a list")
+    for entry in entries:
+        rid = _run_id(entry, path / "sweep.json")
         run_path = path / "runs" / rid
         if not is_complete_run(run_path):
             missing += rid not in failed
