@@ -49,6 +49,8 @@ __all__ = ["launch", "free_port", "RunFailed", "default_timeout_s"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds a rank may take to log its first iteration, whatever ``timeout_s`` says.
+_STARTUP_S = 120.0
 #: Seconds a rank gets to exit after SIGTERM before SIGKILL.
 _GRACE_S = 3.0
 
@@ -124,6 +126,33 @@ def _drop_plan() -> tuple[str, int, int]:
     return "caps", 0, 0
 
 
+def _proc_stat(pid: int) -> list[str]:
+    """Fields of ``/proc/PID/stat`` after the command name (empty where unreadable)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return text[text.rindex(")") + 2:].split()
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds ``pid`` has used (user + system; 0 where unknown)."""
+    fields = _proc_stat(pid)
+    if len(fields) < 13:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _suspicion(pid: int, cpu_then_s: float, lines: int, written_ns: int) -> tuple[int, ...]:
+    """Sort key for stalled ranks, most likely culprit first: a stopped process, then one that
+    burnt CPU since its last progress (spinning; ranks waiting for it in a collective sleep),
+    then the one with the fewest lines, then the one whose log was written longest ago."""
+    fields = _proc_stat(pid)
+    stopped = bool(fields) and fields[0] in ("T", "t")
+    spinning = _cpu_s(pid) - cpu_then_s > 0.5
+    return (not stopped, not spinning, lines, written_ns)
+
+
 class _Ranks:
     """The rank processes of this node, in one process group."""
 
@@ -151,6 +180,8 @@ class _Ranks:
         progress_at = [now] * n
         sizes = [0] * n
         lines = [0] * n
+        written_ns = [0] * n
+        cpu_at = [_cpu_s(p.pid) for p in self.procs]
         while True:
             codes = [p.poll() for p in self.procs]
             failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
@@ -168,16 +199,22 @@ class _Ranks:
             now = time.monotonic()
             for r in range(n):
                 path = log_path(log_dir, first_rank + r)
-                size = path.stat().st_size if path.exists() else 0
-                if size != sizes[r]:
-                    sizes[r] = size
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                if st.st_size != sizes[r]:
+                    sizes[r] = st.st_size
+                    written_ns[r] = st.st_mtime_ns
                     lines[r] = path.read_bytes().count(b"\n")
                     progress_at[r] = now
-            stalled = [r for r in range(n) if codes[r] is None
-                       and now - progress_at[r] > timeout_s]
+                    cpu_at[r] = _cpu_s(self.procs[r].pid)
+            # Until its first line a rank may also be starting up (imports, data, rendezvous).
+            stalled = [r for r in range(n) if codes[r] is None and now - progress_at[r]
+                       > (timeout_s if lines[r] else max(timeout_s, _STARTUP_S))]
             if stalled:
-                # The rank that stopped first: fewest iterations logged, then the oldest log.
-                r = min(stalled, key=lambda i: (lines[i], progress_at[i]))
+                r = min(stalled, key=lambda i: _suspicion(self.procs[i].pid, cpu_at[i],
+                                                          lines[i], written_ns[i]))
                 return _Failure(first_rank + r,
                                 f"rank {first_rank + r} made no progress for {timeout_s:.0f} s "
                                 f"(hung after {lines[r]} logged line(s); --timeout-s)",

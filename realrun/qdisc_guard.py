@@ -26,7 +26,7 @@ def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
 
 
 def parse_root_qdisc(show: str) -> list[str] | None:
-    """``[kind, "handle", H, *params]`` of the root qdisc in ``tc qdisc show`` output, or
+    """``["handle", H, kind, *params]`` of the root qdisc in ``tc qdisc show`` output, or
     ``None`` when the root is the kernel's default (not shown, or handle ``0:``)."""
     for line in show.splitlines():
         words = line.split()
@@ -38,7 +38,7 @@ def parse_root_qdisc(show: str) -> list[str] | None:
         rest = words[words.index("root") + 1:]
         if rest[:1] == ["refcnt"]:
             rest = rest[2:]
-        return [kind, "handle", handle, *rest]
+        return ["handle", handle, kind, *rest]
     return None
 
 
