@@ -30,9 +30,24 @@ __all__ = [
     "report_figures",
     "export_figures",
     "heatmap_axes",
+    "is_compctl_report",
+    "GENERATOR",
 ]
 
 log = logging.getLogger(__name__)
+
+#: The generator tag in every report's head: marks a file compctl may regenerate in place.
+GENERATOR = "compctl report"
+
+
+def is_compctl_report(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is an HTML report this program wrote (its generator tag is there)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return f'<meta name="generator" content="{GENERATOR}">'.encode() in head
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -153,6 +168,7 @@ def render_report(results: Results) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta name="generator" content="{GENERATOR}">',
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]

@@ -289,7 +289,7 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     ``agreement_s`` (from ``agreed``: ``compressed``'s configuration run with per-step
     agreement) = the difference of their median non-communication times (>= 0).
     """
-    from sim.costmodel import collective_terms
+    from sim.collectives import collective_terms
     from sim.workloads import load_profile
 
     cfg = meta.get("config") or {}

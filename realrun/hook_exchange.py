@@ -13,10 +13,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from sim.collectives import AlphaBeta, collective_terms
 from sim.compress.base import Compressor, compress_with_feedback, k_for, sparse_from, values_at
 from sim.compress.spec import SAME_INDEX
 from sim.control.types import Decision
-from sim.costmodel import AlphaBeta, collective_terms
 from sim.errors import InputError
 
 from . import collectives as coll

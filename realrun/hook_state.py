@@ -14,12 +14,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from sim.collectives import AlphaBeta, collective_terms
 from sim.compress.base import Compressor, Memory, make_compressor, make_memory
 from sim.compress.spec import check_compatible
 from sim.control.monitor import LinkMonitor
 from sim.control.owner import VarOwner, make_owner_rule, star_owner
 from sim.control.types import Controller, Decision, Observation
-from sim.costmodel import AlphaBeta, collective_terms
 from sim.errors import InputError
 
 from .emulation import HookEmulator

@@ -204,10 +204,12 @@ def _sim_config(args: argparse.Namespace) -> Any:
 
 
 def _run_sim(args: argparse.Namespace) -> int:
+    from sim.config_check import check_config
     from sim.rundir import check_out_dir, write_run
     from sim.runner import run_simulation
 
     cfg = _sim_config(args)
+    check_config(cfg)
     if args.out:
         check_out_dir(args.out, force=args.force)
     records, meta = run_simulation(cfg, progress=not args.quiet)

@@ -299,7 +299,7 @@ class IterationModel:
                     j = 0
                 traced = n_alpha[i] * seg_lat[j] + n_bytes[i] / seg_bw[j]
                 if traced > seg_end[j] - r:
-                    # As sim.costmodel.time_over_trace_s: latency in force at the start.
+                    # As sim.collectives.time_over_trace_s: latency in force at the start.
                     t0 = abs_t + n_alpha[i] * link.latency_at(abs_t)
                     traced = link.transfer_end_s(t0, n_bytes[i]) - abs_t
             if observe is not None:
