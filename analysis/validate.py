@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sim.atomic_files import atomic_path
 from sim.errors import InputError
 
 if TYPE_CHECKING:
@@ -289,7 +290,7 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     ``agreement_s`` (from ``agreed``: ``compressed``'s configuration run with per-step
     agreement) = the difference of their median non-communication times (>= 0).
     """
-    from sim.costmodel import collective_terms
+    from sim.collectives import collective_terms
     from sim.workloads import load_profile
 
     cfg = meta.get("config") or {}
@@ -371,10 +372,11 @@ def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLi
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, out)
+    try:
+        with atomic_path(out, suffix=".tmp.png") as tmp:
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)
     return out
 
 

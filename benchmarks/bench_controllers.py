@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sim.collectives import ring_allreduce
 from sim.control import Observation, make_policy, policy_info, policy_names
 from sim.control import monitor as monitor_mod
 from sim.control.monitor import LinkMonitor
 from sim.control.selector import collective_cost_terms, select_collective
-from sim.costmodel import ring_allreduce
 
 WORLD, GRAD_BYTES = 64, 100_000_000
 

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sim.costmodel import AlphaBeta
+from sim.collectives import AlphaBeta
 from sim.errors import InputError
 
 from .traceplayer import TracePlayer

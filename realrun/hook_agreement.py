@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
+from sim.collectives import AlphaBeta
 from sim.control.types import Decision
-from sim.costmodel import AlphaBeta
 
 __all__ = [
     "NORM_COL",

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from sim.costmodel import AlphaBeta, time_over_trace_s
+from sim.collectives import AlphaBeta, time_over_trace_s
 from traces.model import PiecewiseTrace
 
 __all__ = ["TracePlayer", "Breakpoint", "breakpoints"]

@@ -41,6 +41,15 @@ Units: MB = 10^6 bytes, MiB = 2^20 bytes, Gbit/s = 10^9 bit/s. Every subcommand 
 """
 
 
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("compctl")
+    except Exception:  # running from a bare checkout, not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``compctl`` parser with every package's subcommands."""
     parser = argparse.ArgumentParser(
@@ -54,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument(
+        "--version", action="version", version=f"compctl {_version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in CLI_MODULES:
         importlib.import_module(mod).register(sub)
@@ -75,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(func(args) or 0)
     except InputError as exc:
-        sys.stderr.write(f"compctl: error: {exc}\n")
+        # One line per problem (a sweep lists every bad run), each with the same prefix.
+        lines = str(exc).splitlines() or [""]
+        sys.stderr.write("".join(f"compctl: error: {line}\n" for line in lines))
         return 2
     except FileNotFoundError as exc:
         sys.stderr.write(f"compctl: error: {exc.filename or exc}: no such file\n")

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["sim", "sim.control", "traces", "sim.costmodel", "sim.compress.spec"])
+@pytest.mark.parametrize("module", ["sim", "sim.control", "traces", "sim.costmodel", "sim.collectives", "sim.compress.spec"])
 def test_import_is_light(module: str) -> None:
     code = (
         f"import sys, {module}\n"

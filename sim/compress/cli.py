@@ -145,6 +145,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "bench",
         help="benchmarks (compressors)",
         description="Benchmarks of compctl's components.",
+        epilog="example:\n  compctl bench compressors --sizes 100k --density 0.01\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="WHAT")
     p = bench_sub.add_parser(

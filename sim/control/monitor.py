@@ -1,6 +1,6 @@
 """Link estimators: latency and bandwidth from the measured durations of past collectives.
 
-Every collective is described by its alpha-beta terms (:class:`sim.costmodel.AlphaBeta`): it
+Every collective is described by its alpha-beta terms (:class:`sim.collectives.AlphaBeta`): it
 costs ``n_alpha`` latencies plus ``n_bytes`` through the bottleneck link. A measured duration
 ``t = n_alpha * alpha + n_bytes * beta`` is one linear equation in the two unknowns (alpha, beta);
 two collectives with different shapes (different bucket sizes, densities or collectives) pin both

@@ -8,8 +8,9 @@ list them with their defaults without running anything.
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -17,7 +18,15 @@ from sim.errors import InputError
 
 from .types import Controller
 
-__all__ = ["PolicyInfo", "register_policy", "make_policy", "policy_names", "policy_info"]
+__all__ = [
+    "PolicyInfo",
+    "register_policy",
+    "make_policy",
+    "policy_names",
+    "policy_info",
+    "check_params",
+    "did_you_mean",
+]
 
 _T = TypeVar("_T")
 
@@ -76,22 +85,61 @@ def policy_info(name: str) -> PolicyInfo:
         return _REGISTRY[name]
     except KeyError:
         raise InputError(
-            f"unknown policy {name!r}; known: {', '.join(sorted(_REGISTRY))}"
+            f"unknown policy {name!r}{did_you_mean(str(name), sorted(_REGISTRY))}; "
+            f"known: {', '.join(sorted(_REGISTRY))}"
         ) from None
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``word``, or ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _expected_kind(default: Any) -> tuple[str, Callable[[Any], bool]] | None:
+    """What a parameter with this default accepts: (description, test), or None for anything."""
+    if isinstance(default, bool):
+        return "a boolean (true/false)", lambda v: isinstance(v, bool)
+    if isinstance(default, int):
+        return "an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)
+    if isinstance(default, float):
+        return "a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    if isinstance(default, str):
+        return "a string", lambda v: isinstance(v, str)
+    return None  # required, or None by default (e.g. "derive it"): the constructor decides
+
+
+def check_params(name: str, params: Mapping[str, Any]) -> None:
+    """Check parameter names and value types of policy ``name`` without building it.
+
+    :class:`InputError` names the parameter, what it expects and the value given; an unknown
+    name lists the valid ones with the closest match.
+    """
+    info = policy_info(name)
+    known = info.parameters()
+    for key in sorted(params):
+        if key not in known:
+            raise InputError(
+                f"policy {name!r} has no parameter {key!r}{did_you_mean(key, list(known))}; "
+                f"parameters: {', '.join(known) or 'none'}"
+            )
+        kind = _expected_kind(known[key])
+        value = params[key]
+        if kind is not None and not kind[1](value):
+            raise InputError(
+                f"policy {name!r}: parameter {key!r} expects {kind[0]} "
+                f"(default {known[key]!r}), got {value!r} ({type(value).__name__})"
+            )
 
 
 def make_policy(name: str, *, seed: int = 0, **params: Any) -> Controller:
     """Build and reset the policy ``name`` with keyword ``params``.
 
-    Unknown parameter names and values the constructor rejects raise :class:`InputError`.
+    Unknown parameter names, values of the wrong type and values the constructor rejects raise
+    :class:`InputError`.
     """
     info = policy_info(name)
-    known = info.parameters()
-    bad = sorted(set(params) - set(known))
-    if bad:
-        raise InputError(
-            f"policy {name!r} has no parameter {bad[0]!r}; parameters: {', '.join(known) or 'none'}"
-        )
+    check_params(name, params)
     try:
         ctl = info.factory(**params)
     except (TypeError, ValueError) as exc:

@@ -2,7 +2,7 @@
 
 Given the monitor's latency and bandwidth, the dense gradient size ``m_bytes`` per worker, the
 compressor and the density, every allowed collective that can carry the compressor's payload is
-costed with :mod:`sim.costmodel` and the cheapest wins (ties go to the earlier entry of
+costed with :mod:`sim.collectives` and the cheapest wins (ties go to the earlier entry of
 ``allowed``). For top-k payloads over allgather, AR-Topk/ring and AR-Topk/tree this reproduces the
 seed 003 crossover conditions exactly (tests check it on a random grid), because the cost model's
 terms are the seed's closed forms.
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
+from sim.collectives import AlphaBeta, payload_terms
 from sim.compress.spec import Payload, get_spec
-from sim.costmodel import AlphaBeta, collective_terms
 from sim.errors import InputError
 
 from .types import COLLECTIVES
@@ -44,13 +44,7 @@ DEFAULT_ALLOWED: tuple[str, ...] = (
 
 
 def _terms(collective: str, n: int, payload: Payload) -> AlphaBeta:
-    # AR-Topk broadcasts the owner's indices and allreduces the values; every other collective
-    # carries the whole payload.
-    if collective in ("artopk-ring", "artopk-tree"):
-        return collective_terms(
-            collective, n, payload.value_bytes + payload.other_bytes, payload.index_bytes
-        )
-    return collective_terms(collective, n, payload.total_bytes)
+    return payload_terms(collective, n, payload)
 
 
 def _payload(m_bytes: float, density: float, compressor: str, dtype_bytes: int = 4) -> Payload:

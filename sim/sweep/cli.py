@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim.errors import InputError
+
 __all__ = ["register", "EXIT_RUNS_FAILED"]
 
 #: Exit status when the sweep finished but some runs failed (see OUT/failures.json).
@@ -62,18 +64,46 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--no-report", action="store_true", help="do not write OUT/report.html")
     p.add_argument("--dry-run", action="store_true", help="validate and list runs; run nothing")
+    p.add_argument(
+        "--max-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="allow a spec to expand to up to N runs (default: 100,000; a typo in 'seeds' "
+        "or a grid must not start a sweep of a billion runs)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     p.set_defaults(func=_cmd_sweep)
 
 
+#: Local runs per core allowed at most: each run is CPU-bound, so more only adds memory.
+JOBS_PER_CORE = 4
+
+
+def _check_jobs(jobs: int | None) -> None:
+    cores = os.cpu_count() or 1
+    if jobs is None:
+        return
+    if jobs < 1:
+        raise InputError(f"--jobs must be >= 1 (got {jobs})")
+    if jobs > JOBS_PER_CORE * cores:
+        raise InputError(
+            f"--jobs {jobs} is more than {JOBS_PER_CORE} x the {cores} CPU cores here; runs are "
+            f"CPU-bound, so extra processes only add memory (use --scheduler for more machines)"
+        )
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from . import executor
     from .executor import normalize_config, run_sweep
-    from .spec import expand_spec, load_spec
+    from .spec import MAX_RUNS, expand_spec, load_spec
 
+    if args.max_runs is not None and args.max_runs < 1:
+        raise InputError(f"--max-runs must be >= 1 (got {args.max_runs})")
+    _check_jobs(args.jobs)
     spec = load_spec(args.spec)
-    runs = expand_spec(spec, normalize_config)
+    runs = expand_spec(spec, normalize_config, max_runs=args.max_runs or MAX_RUNS)
     if args.dry_run:
         if args.json:
             sys.stdout.write(json.dumps({"runs": [r.config for r in runs]}, indent=2) + "\n")
@@ -102,6 +132,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         "skipped": result.skipped,
         "completed": result.completed,
         "failed": len(result.failures),
+        "damaged_recomputed": [
+            {"run_id": d.run_id, "origin": d.origin, "problem": d.problem} for d in result.damaged
+        ],
         "report": str(report_path) if report_path else None,
     }
     if args.json:
@@ -111,6 +144,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             f"{spec.name}: {result.planned} runs: {result.completed} run now, "
             f"{result.skipped} already done, {len(result.failures)} failed -> {result.out_dir}\n"
         )
+        for d in result.damaged:
+            sys.stdout.write(f"  damaged {d.run_id} ({d.origin}): {d.problem}; recomputed\n")
         for f in result.failures:
             sys.stdout.write(f"  failed {f.run_id} ({f.origin}): {f.error}\n")
         if report_path is not None:

@@ -18,7 +18,6 @@ workers return records to the client, which writes them, so no shared file syste
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import multiprocessing
@@ -32,9 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sim.atomic_files import shared_file_mode
 from sim.errors import InputError
-from sim.rundir import is_complete_run, write_run
+from sim.rundir import run_problem, write_run
 
+from .lock import LOCK_FILE, sweep_lock
+from .outdir import check_sweep_out, estimate_output_bytes
 from .runid import run_id
 from .spec import PlannedRun, SweepSpec
 
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunFn",
     "Failure",
+    "Damaged",
     "SweepResult",
     "run_sweep",
     "simulate_config",
@@ -60,42 +63,23 @@ PLAN_FILE = "sweep.json"
 FAILURES_FILE = "failures.json"
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_FILE_MODE = 0o666 & ~_umask()
-
 #: A run function maps one canonical configuration to (records, meta) of a finished run.
 RunFn = Callable[[dict[str, Any]], "tuple[pd.DataFrame, dict[str, Any]]"]
 
 
 def normalize_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Validate a raw configuration with the simulator and return its canonical dict."""
+    """Validate a raw configuration with the simulator and return its canonical dict.
+
+    Builds everything a run builds before its first step (workload, trace, policy with its
+    parameters, compressor/collective pair, memory bound), so a bad run fails here, before
+    any run starts, instead of inside a worker halfway through the sweep.
+    """
+    from sim.config_check import check_config
     from sim.runner import SimConfig
 
     cfg = SimConfig.from_dict(config)
-    # Resolving the policy parameters and the trace checks names and parameters now, before
-    # any run starts, instead of inside a worker halfway through the sweep.
-    cfg.resolved_policy_params()
-    _check_trace(cfg.trace)
+    check_config(cfg)
     return dict(cfg.to_dict())
-
-
-@functools.lru_cache(maxsize=64)
-def _check_trace(trace: str) -> None:
-    from sim.errors import InputError
-
-    try:
-        from traces.bundled import resolve_trace
-    except ImportError:  # the trace library is optional for the stand-in run functions
-        return
-    try:
-        resolve_trace(trace)
-    except InputError as exc:
-        raise InputError(f"trace: {exc}") from None
 
 
 def simulate_config(config: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -115,6 +99,15 @@ class Failure:
     config: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Damaged:
+    """A run folder found on resume that did not match its manifest (recomputed, never trusted)."""
+
+    run_id: str
+    origin: str
+    problem: str  # one line: which file, what is wrong
+
+
 @dataclass
 class SweepResult:
     """What one invocation of :func:`run_sweep` did."""
@@ -124,6 +117,7 @@ class SweepResult:
     skipped: int = 0  # already complete before this invocation
     completed: int = 0  # finished by this invocation
     failures: list[Failure] = field(default_factory=list)
+    damaged: list[Damaged] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -157,7 +151,7 @@ def _execute(run_fn: RunFn, config: dict[str, Any], rid: str, dest: str | None) 
 def _write_json_atomic(path: Path, obj: Any) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; results are meant to be shared
+        os.chmod(tmp, shared_file_mode())  # mkstemp makes 0600; results are meant to be shared
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(obj, fh, indent=2, sort_keys=True, default=str)
             fh.write("\n")
@@ -170,9 +164,14 @@ def _write_json_atomic(path: Path, obj: Any) -> None:
 def _prepare(out_dir: Path, spec: SweepSpec | None, plan: list[tuple[str, PlannedRun]]) -> Path:
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: exists and is not a directory")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / PLAN_FILE).is_file():
+    own = {LOCK_FILE}
+    foreign = any(p.name not in own for p in out_dir.iterdir()) if out_dir.is_dir() else False
+    if foreign and not (out_dir / PLAN_FILE).is_file():
         raise InputError(f"{out_dir}: exists and is not a sweep directory (no {PLAN_FILE})")
     runs_dir = out_dir / RUNS_DIR
+    if runs_dir.is_symlink() or (runs_dir.exists() and not runs_dir.is_dir()):
+        # Never followed: stale temp folders inside it are deleted below.
+        raise InputError(f"{runs_dir}: is a symbolic link or not a folder (a sweep makes its own)")
     runs_dir.mkdir(parents=True, exist_ok=True)
     # Left-overs of runs killed mid-write: never complete, safe to delete before anything starts.
     for stale in runs_dir.glob(".*.tmp"):
@@ -282,14 +281,50 @@ def run_sweep(
     plan = [(run_id(r.config), r) for r in runs]
     if jobs is not None and jobs < 1:
         raise InputError(f"--jobs must be >= 1 (got {jobs})")
+    iterations = [r.config.get("iterations", 100) for _, r in plan]
+    need = estimate_output_bytes([n if isinstance(n, int) else 100 for n in iterations])
+    check_sweep_out(out, PLAN_FILE, need)
+    out.mkdir(parents=True, exist_ok=True)
+    with sweep_lock(out):
+        return _run_locked(out, plan, run_fn, jobs, scheduler, spec, progress)
+
+
+def _discard(path: Path) -> None:
+    """Remove a damaged run folder of this sweep (renamed aside first, so never half-deleted)."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+        return
+    aside = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.damaged.", suffix=".tmp"))
+    os.rename(path, aside / path.name)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _run_locked(
+    out: Path,
+    plan: list[tuple[str, PlannedRun]],
+    run_fn: RunFn,
+    jobs: int | None,
+    scheduler: Any,
+    spec: SweepSpec | None,
+    progress: bool,
+) -> SweepResult:
     runs_dir = _prepare(out, spec, plan)
     result = SweepResult(out_dir=out, planned=len(plan))
     todo = []
     for rid, run in plan:
-        if is_complete_run(runs_dir / rid):
-            result.skipped += 1
-        else:
+        folder = runs_dir / rid
+        if not os.path.lexists(folder):
             todo.append((rid, run))
+            continue
+        problem = run_problem(folder)
+        if problem is None:
+            result.skipped += 1
+            continue
+        # Never trusted: reported, removed and computed again.
+        result.damaged.append(Damaged(rid, run.origin, problem))
+        log.warning("run %s (%s) is damaged (%s); recomputing it", rid, run.origin, problem)
+        _discard(folder)
+        todo.append((rid, run))
     by_id = dict(todo)
     n_jobs = jobs or os.cpu_count() or 1
     log.info("%d runs planned, %d already complete", len(plan), result.skipped)

@@ -37,7 +37,7 @@ import copy
 import itertools
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,16 @@ __all__ = [
     "Normalizer",
     "SPEC_KEYS",
     "REPORT_KEYS",
+    "MAX_RUNS",
+    "check_run_count",
+    "MAX_ERROR_LINES",
 ]
+
+#: Most runs a spec may expand to unless the caller raises the cap (``--max-runs``): a typo
+#: such as ``seeds = 1000000000`` must end in one line, not in memory exhaustion.
+MAX_RUNS = 100_000
+#: Bad runs listed one line each before the rest are only counted.
+MAX_ERROR_LINES = 20
 
 #: Top-level keys a spec may hold, with what they mean (used in error messages and docs).
 SPEC_KEYS: dict[str, str] = {
@@ -103,7 +112,7 @@ class SweepSpec:
 
     name: str
     description: str
-    seeds: tuple[int, ...] | None
+    seeds: Sequence[int] | None  # a range for a count: never materialised
     base: dict[str, Any]
     grid: dict[str, list[Any]]  # dotted option path -> values
     cases: tuple[dict[str, Any], ...]
@@ -123,7 +132,7 @@ class SweepSpec:
             for values in _flatten_grid(case.get("grid", {}), "", self.source).values():
                 m *= len(values)
             per_case += m
-        return n * per_case * max(1, len(self.seeds or ()))
+        return n * per_case * max(1, len(self.seeds) if self.seeds is not None else 1)
 
 
 def _flatten_grid(table: Mapping[str, Any], prefix: str, src: str) -> dict[str, list[Any]]:
@@ -144,13 +153,13 @@ def _flatten_grid(table: Mapping[str, Any], prefix: str, src: str) -> dict[str, 
     return out
 
 
-def _parse_seeds(value: Any, src: str) -> tuple[int, ...]:
+def _parse_seeds(value: Any, src: str) -> Sequence[int]:
     if isinstance(value, bool):
         raise InputError(f"{src}: seeds: {SPEC_KEYS['seeds']}")
     if isinstance(value, int):
         if value < 1:
             raise InputError(f"{src}: seeds: count must be >= 1 (got {value})")
-        return tuple(range(value))
+        return range(value)
     if isinstance(value, list) and value and all(
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value
     ):
@@ -301,18 +310,44 @@ def _set_path(cfg: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = copy.deepcopy(value)
 
 
-def expand_spec(spec: SweepSpec, normalize: Normalizer | None = None) -> list[PlannedRun]:
+def check_run_count(spec: SweepSpec, max_runs: int | None = MAX_RUNS) -> int:
+    """The number of runs ``spec`` expands to; :class:`InputError` above ``max_runs``.
+
+    Counted from the axes' lengths, so a huge spec is refused without building anything.
+    """
+    n = spec.n_runs
+    if max_runs is not None and n > max_runs:
+        iterations = spec.base.get("iterations", 100)
+        per_run = f" of {iterations} iterations each" if isinstance(iterations, int) else ""
+        raise InputError(
+            f"{spec.source}: the spec expands to an estimated {n:,} runs{per_run} "
+            f"(before de-duplication), more than the cap of {max_runs:,}; check 'seeds' and "
+            f"the [grid] lists, or pass --max-runs {n} to allow it"
+        )
+    return n
+
+
+def expand_spec(
+    spec: SweepSpec,
+    normalize: Normalizer | None = None,
+    *,
+    max_runs: int | None = MAX_RUNS,
+) -> list[PlannedRun]:
     """All run configurations of ``spec``, validated, canonical and de-duplicated, in order.
 
     ``normalize`` maps a raw configuration to its canonical dict (the simulator's
-    ``SimConfig.from_dict(d).to_dict()``) and raises :class:`InputError` naming the bad field;
-    the error is re-raised with the spec file and the run's origin in front.
+    ``SimConfig.from_dict(d).to_dict()``) and raises :class:`InputError` naming the bad field.
+    Every run is checked before the error is raised: its message holds one line per bad run
+    (spec file, the run's origin, what is wrong), up to :data:`MAX_ERROR_LINES` of them.
+    More than ``max_runs`` runs is an error before anything is built (``None``: no cap).
     """
+    check_run_count(spec, max_runs)
     keys = list(spec.grid)
     points = list(itertools.product(*(spec.grid[k] for k in keys))) if keys else [()]
     cases: tuple[dict[str, Any], ...] = spec.cases or ({},)
-    seeds: tuple[int | None, ...] = spec.seeds or (None,)
+    seeds: Sequence[int | None] = spec.seeds if spec.seeds is not None else (None,)
     runs: list[PlannedRun] = []
+    errors: list[str] = []
     seen: set[str] = set()
     from .runid import canonical_json  # local: keeps the module graph acyclic
 
@@ -349,10 +384,16 @@ def expand_spec(spec: SweepSpec, normalize: Normalizer | None = None) -> list[Pl
                     try:
                         cfg = normalize(cfg)
                     except InputError as exc:
-                        raise InputError(f"{spec.source}: run ({origin}): {exc}") from None
+                        errors.append(f"{spec.source}: run ({origin}): {exc}")
+                        continue
                 key = canonical_json(cfg)
                 if key in seen:
                     continue
                 seen.add(key)
                 runs.append(PlannedRun(config=cfg, origin=origin))
+    if errors:
+        lines = errors[:MAX_ERROR_LINES]
+        if len(errors) > MAX_ERROR_LINES:
+            lines.append(f"... and {len(errors) - MAX_ERROR_LINES} more bad runs")
+        raise InputError("\n".join(lines))
     return runs

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from realrun.emulation import HookEmulator
 from realrun.shaper import TraceShaper
 from realrun.traceplayer import TracePlayer, breakpoints
-from sim.costmodel import AlphaBeta, ring_allreduce
+from sim.collectives import AlphaBeta, ring_allreduce
 from sim.errors import InputError
 from traces.model import PiecewiseTrace
 

@@ -12,8 +12,8 @@ import pytest
 from _simtest_helpers import FREE_DENSE, model, profile, write_profile
 from hypothesis import given, settings
 
-from sim import costmodel as cm
 from sim.collectives import IntraNodeLink
+from sim.collectives import closed_form as cm
 from sim.compress.spec import get_spec
 from sim.control.registry import register_policy
 from sim.control.types import COLLECTIVES, Decision, Observation
@@ -37,7 +37,7 @@ def _decisions() -> list[Decision]:
 
 
 def _closed_form_s(d: Decision, n: int, numel: int, intra: IntraNodeLink) -> float:
-    """Closed form straight from sim.costmodel, payload sizes worked out here."""
+    """Closed form straight from sim.collectives.closed_form, payload sizes worked out here."""
     k = math.ceil(numel * d.density)
     if d.compressor == "none":
         m = 4.0 * numel

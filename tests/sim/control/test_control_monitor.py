@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.collectives import ring_allreduce, sparse_allgather, tree_allreduce
 from sim.control.monitor import (
     EwmaFilter,
     LinkMonitor,
@@ -16,7 +17,6 @@ from sim.control.monitor import (
     fit_alpha_beta,
     fit_alpha_beta_lstsq,
 )
-from sim.costmodel import ring_allreduce, sparse_allgather, tree_allreduce
 
 
 @settings(max_examples=200, deadline=None)

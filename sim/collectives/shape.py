@@ -1,8 +1,8 @@
 """Collectives at the analytic fidelity level: one duration per collective over a link trace.
 
-A collective is described by its alpha-beta terms (:mod:`sim.costmodel`), built here from a
+A collective is described by its alpha-beta terms (:mod:`sim.collectives.closed_form`), built here from a
 compressor payload; its duration over a time-varying link takes the latency in force at its start
-and pushes its bytes through the bandwidth schedule (:func:`sim.costmodel.time_over_trace_s`).
+and pushes its bytes through the bandwidth schedule (:func:`sim.collectives.closed_form.time_over_trace_s`).
 On a constant link this is the closed form, so the simulator and ``compctl cost`` agree.
 
 ``hierarchical`` is two-level: an intra-node ring reduce-scatter and ring allgather on a constant
@@ -16,14 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.compress.spec import Payload
-from sim.costmodel import (
+from sim.errors import InputError
+
+from .closed_form import (
     AlphaBeta,
     collective_terms,
     ring_allgather,
     ring_allreduce,
     ring_reduce_scatter,
 )
-from sim.errors import InputError
 
 __all__ = ["IntraNodeLink", "payload_terms", "CollectiveShape", "collective_shape"]
 

@@ -1,4 +1,4 @@
-"""Every closed form of sim.costmodel against values computed by hand.
+"""Every closed form of sim.collectives.closed_form against values computed by hand.
 
 Reference case unless stated: n = 8 workers, m = 1e8 bytes, alpha = 1 ms, bandwidth = 1.25e9 B/s
 (10 Gbit/s), so m beta = 0.08 s and log2(8) = 3.
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from sim import costmodel as cm
+from sim.collectives import closed_form as cm
 from sim.errors import InputError
 
 A = 1e-3
