@@ -113,3 +113,4 @@ def test_two_node_run_meets_over_the_shaped_veth(
     # iteration's allreduce (half the gradient, 38,440 bytes for digits-mlp) through tbf.
     for i, ns in enumerate(names):
         assert _sent_bytes(ns, f"mn{i}") > steps * 38_440 / 2
+
