@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .config import RealConfig
@@ -135,9 +136,7 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
             player.start(now)
         t0_file = os.environ.get(T0_FILE_ENV)
         if rank == 0 and t0_file:
-            tmp = Path(t0_file + ".tmp")
-            tmp.write_text(repr(now))
-            os.replace(tmp, t0_file)
+            atomic_write_text(t0_file, repr(now))
         # Under compctl's launcher the launcher shapes (and restores) the interface itself.
         if (cfg.emulation == "tc" and int(os.environ.get("LOCAL_RANK", rank)) == 0
                 and os.environ.get(LAUNCHER_PID_ENV) is None):
