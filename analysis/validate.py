@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sim.atomic_files import atomic_path
 from sim.errors import InputError
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     cal = calibration or Calibration()
     return SimConfig(
         workload=cfg["workload"],
-        workers=int(cfg["nproc"]),
+        workers=int(cfg["nproc"]) * int(cfg.get("nnodes", 1)),  # ranks per node x nodes
         trace=trace,
         policy=policy,
         policy_params=tuple(sorted(params.items())),
@@ -377,10 +378,11 @@ def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLi
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, out)
+    try:
+        with atomic_path(out, suffix=".tmp.png") as tmp:
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)
     return out
 
 
