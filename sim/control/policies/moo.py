@@ -15,8 +15,8 @@ Phases:
    ``change_threshold`` (10%) or more from the values at the choice; then back to 2 (at most once
    every ``min_explore_interval`` steps).
 
-When the observation carries no measured gain, the proxy :func:`~sim.control.progress.expected_gain`
-is used. The collective is chosen by the cost model (``collective="auto"``) as in seed 003.
+When the observation carries no measured gain, the workload's convergence model supplies it
+(:mod:`sim.control.progress`). The collective is chosen by the cost model (``collective="auto"``) as in seed 003.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import numpy as np
 
 from ..decision_builder import parse_densities
 from ..monitor import EwmaFilter
-from ..progress import expected_gain
 from ..registry import register_policy
 from ..types import Observation
 from .density_base import DensityPolicy
@@ -113,11 +112,6 @@ class MooPolicy(DensityPolicy):
         self._reference: tuple[float | None, float | None, float] | None = None
         self._gain_ewma = EwmaFilter(0.2)
 
-    def _gain(self, obs: Observation, density: float) -> float:
-        if obs.gain is not None and obs.gain > 0.0:
-            return float(obs.gain)
-        return expected_gain(self.compressor, density)
-
     def _choose(self) -> float:
         d, t, g = [], [], []
         for c, rows in self._samples.items():
@@ -155,7 +149,7 @@ class MooPolicy(DensityPolicy):
             cand = self.candidates[self._explore_index]
             if current and obs.decision is not None and obs.comm_s is not None:
                 t = obs.comm_s + (obs.compress_s or 0.0)
-                self._samples[cand].append((t, self._gain(obs, cand)))
+                self._samples[cand].append((t, self._gain(obs, self.compressor, cand)))
                 self._explore_count += 1
             if self._explore_count < self.explore_steps:
                 return cand
@@ -170,7 +164,7 @@ class MooPolicy(DensityPolicy):
         # exploit
         if not current:
             return self.density
-        gain = self._gain_ewma.update(self._gain(obs, self.density))
+        gain = self._gain_ewma.update(self._gain(obs, self.compressor, self.density))
         if self._reference is None:
             self._reference = (obs.latency_s, obs.bandwidth_Bps, gain)
             return self.density
