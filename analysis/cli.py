@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from sim.errors import InputError
 
 __all__ = ["register"]
 
@@ -40,9 +43,27 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--json", action="store_true", help="print per-run metrics as JSON on stdout")
     p.add_argument("--no-html", action="store_true", help="do not write the HTML page")
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out file (PATH/report.html, compctl's own, is always replaced)",
+    )
+    p.add_argument(
         "--figures", default=None, metavar="DIR", help="also write every figure as a PNG into DIR"
     )
     p.set_defaults(func=_cmd_report)
+
+
+def _check_report_out(out: Path, *, own: bool, force: bool) -> None:
+    """Refuse to replace a file that is not a report compctl wrote at its default place."""
+    from .report import is_compctl_report
+
+    if out.is_dir():
+        raise InputError(f"--out {str(out)!r} is a folder; name an .html file")
+    if not os.path.lexists(out) or force:
+        return
+    if own and is_compctl_report(out):
+        return  # the sweep's or run's own report, regenerated from the same results
+    raise InputError(f"{out}: the file exists (use --force to replace it)")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -50,6 +71,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from .metrics import run_metrics
     from .report import render_report
 
+    out = Path(args.out) if args.out else Path(args.path) / "report.html"
+    if not args.no_html:
+        _check_report_out(out, own=args.out is None, force=args.force)
     results = load_results(args.path)
     if args.json:
         metrics = run_metrics(results)
@@ -62,7 +86,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
             sys.stderr.write(f"figure: {path}\n")
     if args.no_html:
         return 0
-    out = Path(args.out) if args.out else Path(args.path) / "report.html"
     from .report import write_html
 
     write_html(out, render_report(results))

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from sim.errors import InputError
-from sim.rundir import is_complete_run, read_run
+from sim.rundir import is_complete_run, read_run, run_problem
 from sim.schema import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
 
 __all__ = [
@@ -166,31 +166,89 @@ def _empty_failures() -> pd.DataFrame:
     return pd.DataFrame({"run_id": [], "origin": [], "error": []}, dtype="string")
 
 
+#: Largest sweep.json / failures.json read (a plan of 100,000 runs is about 100 MB).
+_JSON_MAX_BYTES = 512 << 20
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; one-line :class:`InputError` for anything else."""
+    try:
+        if path.stat().st_size > _JSON_MAX_BYTES:
+            raise InputError(f"{path}: larger than {_JSON_MAX_BYTES >> 20} MiB; not a compctl file")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"{path}: not a readable JSON file ({type(exc).__name__})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: must hold a JSON object, not {type(doc).__name__}")
+    return doc
+
+
+def _plan_entries(path: Path, plan: dict[str, Any]) -> list[tuple[str, str]]:
+    """(run id, origin) of every planned run; :class:`InputError` for a malformed plan."""
+    from sim.replace_guard import RUN_ID_RE
+
+    runs = plan.get("runs", [])
+    if not isinstance(runs, list):
+        raise InputError(f"{path}: 'runs' must be a list")
+    out = []
+    for i, entry in enumerate(runs):
+        rid = entry.get("run_id") if isinstance(entry, dict) else None
+        # Run ids name folders under runs/: only the hex names a sweep makes (no "../x").
+        if not isinstance(rid, str) or not RUN_ID_RE.fullmatch(rid):
+            raise InputError(f"{path}: runs[{i}] has no valid run_id (hex digits)")
+        out.append((rid, str(entry.get("origin", ""))))
+    return out
+
+
+def _read_failures(fpath: Path) -> pd.DataFrame:
+    doc = _read_json_object(fpath)
+    items = doc.get("failures", [])
+    if not isinstance(items, list) or not all(
+        isinstance(f, dict) and isinstance(f.get("run_id"), str) and "error" in f for f in items
+    ):
+        raise InputError(f"{fpath}: 'failures' must be a list of {{run_id, origin, error}}")
+    return pd.DataFrame(
+        [
+            {"run_id": f["run_id"], "origin": str(f.get("origin", "")), "error": str(f["error"])}
+            for f in items
+        ]
+    )
+
+
 def _load_sweep_dir(path: Path) -> Results:
-    plan = json.loads((path / "sweep.json").read_text())
+    plan = _read_json_object(path / "sweep.json")
+    entries = _plan_entries(path / "sweep.json", plan)
     rows, frames = [], []
     failures = _empty_failures()
     fpath = path / "failures.json"
     if fpath.is_file():
-        doc = json.loads(fpath.read_text())
-        failures = pd.DataFrame(
-            [
-                {"run_id": f["run_id"], "origin": f.get("origin", ""), "error": f["error"]}
-                for f in doc.get("failures", [])
-            ]
-        )
+        failures = _read_failures(fpath)
     failed = set(failures["run_id"]) if len(failures) else set()
     missing = 0
-    for entry in plan.get("runs", []):
-        rid = entry["run_id"]
+    damaged: list[str] = []
+    for rid, origin in entries:
         run_path = path / "runs" / rid
-        if not is_complete_run(run_path):
+        if not os.path.lexists(run_path):
             missing += rid not in failed
             continue
+        problem = run_problem(run_path)
+        if problem is not None:
+            damaged.append(
+                f"{run_path}: damaged run: {problem}; run the sweep again to recompute it"
+            )
+            continue
+        if damaged:
+            continue  # only listing the damage now; nothing will be drawn
         row, rec = _load_one(run_path, rid)
-        row["origin"] = entry.get("origin", "")
+        row["origin"] = origin
         rows.append(row)
         frames.append(rec)
+    if damaged:
+        if len(damaged) > 20:
+            damaged = [*damaged[:20], f"... and {len(damaged) - 20} more damaged runs"]
+        raise InputError("\n".join(damaged))
     cols: list[str] = []
     if not rows:
         runs, records = pd.DataFrame(), pd.DataFrame()
@@ -206,7 +264,7 @@ def _load_sweep_dir(path: Path) -> Results:
         failures=failures,
         missing=missing,
         description=str(plan.get("description") or ""),
-        hints=dict(plan.get("report") or {}),
+        hints=dict(plan["report"]) if isinstance(plan.get("report"), dict) else {},
         config_columns=cols,
     )
 

@@ -13,11 +13,12 @@ import html
 import logging
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+
+from sim.atomic_files import atomic_write_text
 
 from . import plots
 from .load import Results, load_results
@@ -30,9 +31,24 @@ __all__ = [
     "report_figures",
     "export_figures",
     "heatmap_axes",
+    "is_compctl_report",
+    "GENERATOR",
 ]
 
 log = logging.getLogger(__name__)
+
+#: The generator tag in every report's head: marks a file compctl may regenerate in place.
+GENERATOR = "compctl report"
+
+
+def is_compctl_report(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is an HTML report this program wrote (its generator tag is there)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return f'<meta name="generator" content="{GENERATOR}">'.encode() in head
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
@@ -153,6 +169,7 @@ def render_report(results: Results) -> str:
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta name="generator" content="{GENERATOR}">',
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]
@@ -203,17 +220,7 @@ def write_html(out: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``out`` atomically (temporary sibling, then rename)."""
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; a report is meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(dest, text)
     log.info("report written to %s", dest)
     return dest
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sim.atomic_files import atomic_path
 from sim.errors import InputError
 
 if TYPE_CHECKING:
@@ -371,10 +372,11 @@ def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLi
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, out)
+    try:
+        with atomic_path(out, suffix=".tmp.png") as tmp:
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -113,10 +114,22 @@ def _threads() -> None:
     torch.set_num_threads(1)
 
 
+def _check_new_file(out: str, force: bool) -> None:
+    """Refuse, before any training, to replace an existing file without ``--force``."""
+    p = Path(out)
+    if p.is_dir():
+        raise InputError(f"--out {out!r} is a folder; name a file")
+    if os.path.lexists(p) and not force:
+        raise InputError(f"--out {out!r}: the file exists (use --force to replace it)")
+    if p.parent.exists() and not p.parent.is_dir():
+        raise InputError(f"--out {out!r}: {p.parent} is not a folder")
+
+
 def _cmd_capture(args: argparse.Namespace) -> int:
     from realrun.capture import capture_gradtrace
     from traces.gradtrace import write_gradtrace
 
+    _check_new_file(args.out, args.force)
     _threads()
     comps = [c for c in args.compressors.split(",") if c]
     from sim.compress.base import compressor_names
@@ -224,6 +237,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from realrun.capture import bundled_runs_path
     from sim.convergence import RealCurve, calibrate
 
+    _check_new_file(args.out, args.force)
     tr = _load_trace(args.workload, args.trace)
     targets = [parse_target(t) for t in args.target]
     dens = parse_densities(args.densities)
@@ -318,6 +332,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--compressors", default=",".join(DEFAULT_COMPRESSORS), help="comma-separated")
     p.add_argument("--densities", default=",".join(f"{d:g}" for d in DEFAULT_DENSITIES))
     p.add_argument("--out", required=True, help="output .npz path")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_capture)
@@ -355,6 +370,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     c.add_argument("--knee", type=float, default=None,
                    help="fix the staleness knee (0 = stale steps lose no usefulness); default: fit it")
     c.add_argument("--out", required=True, help="parameters JSON to write")
+    c.add_argument("--force", action="store_true", help="replace an existing --out file")
     c.add_argument("--json", action="store_true")
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(func=_cmd_calibrate)

@@ -180,6 +180,7 @@ class IterationResult:
     iter_s: float
     comm_s: float
     bytes_sent: float
+    straggler_wait_s: float = 0.0
 
 
 class IterationModel:
@@ -423,7 +424,7 @@ def _make_monitor() -> Any:
 
 def _build(
     cfg: SimConfig, traces: TraceSet | None
-) -> tuple[WorkloadProfile, TraceSet, IterationModel, Controller, int]:
+) -> tuple[WorkloadProfile, TraceSet, Any, Controller, int]:
     profile = load_profile(cfg.workload)
     if traces is None:
         traces = resolve_trace(cfg.trace)
@@ -463,6 +464,16 @@ def _build(
         dtype_bytes=cfg.dtype_bytes,
         overhead_s=cfg.overhead_s,
     )
+    if cfg.fidelity == "stepwise":
+        from .engine_stepwise import build_stepwise_model
+
+        return (
+            profile,
+            traces,
+            build_stepwise_model(cfg, profile, cluster, traces),
+            policy,
+            policy_seed,
+        )
     return profile, traces, model, policy, policy_seed
 
 
@@ -473,7 +484,7 @@ def _same_period(traces: TraceSet) -> bool:
 def simulate(
     cfg: SimConfig, *, progress: bool = False, traces: TraceSet | None = None
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Run ``cfg`` at the analytic level; returns (records, meta).
+    """Run ``cfg`` at its fidelity level; returns (records, meta).
 
     See :func:`sim.runner.run_simulation`; ``traces`` replaces resolving ``cfg.trace``.
     """
@@ -481,9 +492,16 @@ def simulate(
 
     profile, traces, model, policy, policy_seed = _build(cfg, traces)
     _, straggler_rng = _seeds(cfg.seed)
-    stragglers = StragglerModel(
-        cfg.workers, cfg.straggler_sigma, straggler_rng, speed_sigma=cfg.worker_speed_sigma
-    )
+    stepwise = cfg.fidelity == "stepwise"
+    stragglers: Any
+    if stepwise:
+        from .engine_stepwise import worker_factors
+
+        stragglers = worker_factors(cfg, model, straggler_rng)
+    else:
+        stragglers = StragglerModel(
+            cfg.workers, cfg.straggler_sigma, straggler_rng, speed_sigma=cfg.worker_speed_sigma
+        )
     monitor = _make_monitor() if _use_monitor(cfg) else None
     grads = grad_norm_source(profile.name)
     observe = monitor.observe if monitor is not None else None
@@ -507,6 +525,8 @@ def simulate(
             "est_bandwidth_Bps",
         )
     }
+    if stepwise:
+        cols["straggler_wait_s"] = []
     state = {"factor": 1.0}
     progress_model = _progress_model(profile.name)
     bind_progress = getattr(policy, "bind_progress", None)
@@ -557,6 +577,9 @@ def simulate(
             cols["gain"].append(gain)
             cols["est_latency_s"].append(nan if est_lat is None else est_lat)
             cols["est_bandwidth_Bps"].append(nan if est_bw is None else est_bw)
+            if stepwise:
+                cols["straggler_wait_s"].append(res.straggler_wait_s)
+                model.account(plan)
             obs = Observation(
                 step=it + 1,
                 world_size=world,
@@ -599,6 +622,8 @@ def simulate(
     records["policy"] = cfg.policy
     records["source"] = "sim"
     meta = _meta(cfg, profile, model, policy_seed, monitor is not None, end_s, grads)
+    if stepwise:
+        meta["stepwise"] = model.summary(end_s)
     return records, meta
 
 
@@ -619,7 +644,7 @@ def _progress_bar(total: int, wanted: bool) -> Any:
 def _meta(
     cfg: SimConfig,
     profile: WorkloadProfile,
-    model: IterationModel,
+    model: Any,
     policy_seed: int,
     monitor_on: bool,
     end_s: float,

@@ -3,11 +3,11 @@
 ``--force`` used to delete whatever ``--out`` named. :func:`check_replaceable` now accepts only
 
 * an empty folder,
-* a run folder: nothing but ``records.parquet`` (a Parquet file) and ``meta.json`` (a JSON
-  object), at least one of them present,
+* a run folder: nothing but ``records.parquet`` (a Parquet file), ``meta.json`` (a JSON
+  object), ``manifest.json`` and ``report.html``, at least one of the first two present,
 * a sweep folder: ``sweep.json`` (a JSON object with a ``runs`` list), a real ``runs`` folder
   whose entries are run folders named by hex run ids (or half-written ``.*.tmp`` left-overs),
-  and the files a sweep writes beside them (``failures.json``, ``report.html``),
+  and the files a sweep writes beside them (``failures.json``, ``report.html``, the ``.sweep.lock`` file),
 
 and refuses, whatever they hold, the current folder or any folder above it, the home folder,
 a file-system root or mount point, and symbolic links. Anything else raises
@@ -26,9 +26,9 @@ from sim.errors import InputError
 __all__ = ["check_replaceable", "RUN_FILES", "SWEEP_FILES", "RUN_ID_RE"]
 
 #: The files a run folder holds (see :mod:`sim.rundir`).
-RUN_FILES = frozenset({"records.parquet", "meta.json"})
+RUN_FILES = frozenset({"records.parquet", "meta.json", "manifest.json", "report.html"})
 #: The files a sweep folder holds beside ``runs/`` (see :mod:`sim.sweep.executor`).
-SWEEP_FILES = frozenset({"sweep.json", "failures.json", "report.html"})
+SWEEP_FILES = frozenset({"sweep.json", "failures.json", "report.html", ".sweep.lock"})
 #: A run id as :mod:`sim.sweep.runid` makes them: lower-case hex.
 RUN_ID_RE = re.compile(r"[0-9a-f]{8,64}")
 
@@ -67,7 +67,7 @@ def _is_run_dir(path: Path) -> bool:
     if path.is_symlink() or not path.is_dir():
         return False
     names = {p.name for p in path.iterdir()}
-    if not names or not names <= RUN_FILES:
+    if not names <= RUN_FILES or not names & {"records.parquet", "meta.json"}:
         return False
     if "meta.json" in names and _json_object(path / "meta.json") is None:
         return False

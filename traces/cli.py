@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,12 +93,17 @@ def _write(ts: TraceSet, out: str) -> None:
         raise InputError(f"--out {out!r}: use a .csv or .parquet file name")
 
 
-def _check_out(out: str, allowed: tuple[str, ...]) -> None:
-    """Reject a bad output name before doing any work."""
+def _check_out(out: str, allowed: tuple[str, ...], *, force: bool = False) -> None:
+    """Reject a bad output name, or an existing file without ``--force``, before any work."""
     if Path(out).suffix.lower() not in allowed:
         raise InputError(f"--out {out!r}: the file name must end in {' or '.join(allowed)}")
     if Path(out).is_dir():
         raise InputError(f"--out {out!r} is a directory")
+    if os.path.lexists(out) and not force:
+        raise InputError(f"--out {out!r}: the file exists (use --force to replace it)")
+    parent = Path(out).parent
+    if parent.exists() and not parent.is_dir():
+        raise InputError(f"--out {out!r}: {parent} is not a folder")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -131,7 +137,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_gen(args: argparse.Namespace) -> int:
-    _check_out(args.out, (".csv", ".parquet", ".pq"))
+    _check_out(args.out, (".csv", ".parquet", ".pq"), force=args.force)
     spec = args.kind
     extra = []
     for p in args.param:
@@ -218,7 +224,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         return 0
     if args.out is None:
         raise InputError("--out FILE is required (a .csv or .parquet file)")
-    _check_out(args.out, (".csv", ".parquet", ".pq"))
+    _check_out(args.out, (".csv", ".parquet", ".pq"), force=args.force)
     kw = _import_kwargs(fmt, args)
     ts = IMPORTERS[fmt](path, **kw)
     _write(ts, args.out)
@@ -262,7 +268,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_traces
 
-    _check_out(args.out, (".png", ".pdf", ".svg"))
+    _check_out(args.out, (".png", ".pdf", ".svg"), force=args.force)
     if args.horizon_s is not None and not args.horizon_s > 0:
         raise InputError("--horizon-s must be > 0")
     ts = resolve_trace(args.trace)
@@ -310,6 +316,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--name", help="name stored in the file")
     p.add_argument("--out", required=True, help="output .csv or .parquet")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=_cmd_gen)
 
     p = tsub.add_parser(
@@ -326,6 +333,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("file", metavar="FILE", help="input file (skyplane: directory or 'bundled')")
     p.add_argument("--out", help="output .csv or .parquet")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.add_argument("--name", help="name stored in the file (default: input file stem)")
     p.add_argument(
         "--latency-ms", type=float, help="constant one-way latency where the format has none"
@@ -365,5 +373,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("trace", metavar="TRACE", help="bundled name, file, or generator spec")
     p.add_argument("--out", required=True, help="output image (.png, .pdf or .svg)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.add_argument("--horizon-s", type=float, help="time span to draw (default: one duration)")
     p.set_defaults(func=_cmd_plot)

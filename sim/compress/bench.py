@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .base import Compressor, compressor_names, make_compressor
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 #: Synthetic gradient distributions (Student-t has 3 degrees of freedom: heavy-tailed, finite variance).
 DISTRIBUTIONS = ("gaussian", "laplace", "student-t")
 _STUDENT_DF = 3.0
+#: Largest .npz of raw gradients read (about a 250M-parameter model in float32).
+_CAPTURED_MAX_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -126,11 +129,10 @@ def load_captured(path: Path) -> dict[str, torch.Tensor]:
     gradients and are refused with a clear message."""
     if not path.exists():
         raise InputError(f"{path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: np.asarray(data[name]) for name in data.files}
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable .npz file ({exc})") from None
+    from traces.npz_reader import read_npz_bounded
+
+    # Raw gradients of a large model are big; the bound still stops a zip bomb before inflating.
+    arrays = read_npz_bounded(path, what=".npz of gradients", max_bytes=_CAPTURED_MAX_BYTES)
     if {"kept_sq", "comp_sq", "header"} <= set(arrays):
         raise InputError(
             f"{path}: this is a gradient-statistics trace (compctl capture), not raw gradients; "
@@ -339,6 +341,4 @@ def write_calibration(
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "threads": torch.get_num_threads(),
     }
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -132,6 +132,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         "skipped": result.skipped,
         "completed": result.completed,
         "failed": len(result.failures),
+        "damaged_recomputed": [
+            {"run_id": d.run_id, "origin": d.origin, "problem": d.problem} for d in result.damaged
+        ],
         "report": str(report_path) if report_path else None,
     }
     if args.json:
@@ -141,6 +144,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             f"{spec.name}: {result.planned} runs: {result.completed} run now, "
             f"{result.skipped} already done, {len(result.failures)} failed -> {result.out_dir}\n"
         )
+        for d in result.damaged:
+            sys.stdout.write(f"  damaged {d.run_id} ({d.origin}): {d.problem}; recomputed\n")
         for f in result.failures:
             sys.stdout.write(f"  failed {f.run_id} ({f.origin}): {f.error}\n")
         if report_path is not None:

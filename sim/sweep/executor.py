@@ -31,9 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sim.atomic_files import shared_file_mode
 from sim.errors import InputError
-from sim.rundir import is_complete_run, write_run
+from sim.rundir import run_problem, write_run
 
+from .lock import LOCK_FILE, sweep_lock
+from .outdir import check_sweep_out, estimate_output_bytes
 from .runid import run_id
 from .spec import PlannedRun, SweepSpec
 
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunFn",
     "Failure",
+    "Damaged",
     "SweepResult",
     "run_sweep",
     "simulate_config",
@@ -58,14 +62,6 @@ RUNS_DIR = "runs"
 PLAN_FILE = "sweep.json"
 FAILURES_FILE = "failures.json"
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_FILE_MODE = 0o666 & ~_umask()
 
 #: A run function maps one canonical configuration to (records, meta) of a finished run.
 RunFn = Callable[[dict[str, Any]], "tuple[pd.DataFrame, dict[str, Any]]"]
@@ -103,6 +99,15 @@ class Failure:
     config: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Damaged:
+    """A run folder found on resume that did not match its manifest (recomputed, never trusted)."""
+
+    run_id: str
+    origin: str
+    problem: str  # one line: which file, what is wrong
+
+
 @dataclass
 class SweepResult:
     """What one invocation of :func:`run_sweep` did."""
@@ -112,6 +117,7 @@ class SweepResult:
     skipped: int = 0  # already complete before this invocation
     completed: int = 0  # finished by this invocation
     failures: list[Failure] = field(default_factory=list)
+    damaged: list[Damaged] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -145,7 +151,7 @@ def _execute(run_fn: RunFn, config: dict[str, Any], rid: str, dest: str | None) 
 def _write_json_atomic(path: Path, obj: Any) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; results are meant to be shared
+        os.chmod(tmp, shared_file_mode())  # mkstemp makes 0600; results are meant to be shared
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(obj, fh, indent=2, sort_keys=True, default=str)
             fh.write("\n")
@@ -158,7 +164,9 @@ def _write_json_atomic(path: Path, obj: Any) -> None:
 def _prepare(out_dir: Path, spec: SweepSpec | None, plan: list[tuple[str, PlannedRun]]) -> Path:
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: exists and is not a directory")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / PLAN_FILE).is_file():
+    own = {LOCK_FILE}
+    foreign = any(p.name not in own for p in out_dir.iterdir()) if out_dir.is_dir() else False
+    if foreign and not (out_dir / PLAN_FILE).is_file():
         raise InputError(f"{out_dir}: exists and is not a sweep directory (no {PLAN_FILE})")
     runs_dir = out_dir / RUNS_DIR
     if runs_dir.is_symlink() or (runs_dir.exists() and not runs_dir.is_dir()):
@@ -273,14 +281,50 @@ def run_sweep(
     plan = [(run_id(r.config), r) for r in runs]
     if jobs is not None and jobs < 1:
         raise InputError(f"--jobs must be >= 1 (got {jobs})")
+    iterations = [r.config.get("iterations", 100) for _, r in plan]
+    need = estimate_output_bytes([n if isinstance(n, int) else 100 for n in iterations])
+    check_sweep_out(out, PLAN_FILE, need)
+    out.mkdir(parents=True, exist_ok=True)
+    with sweep_lock(out):
+        return _run_locked(out, plan, run_fn, jobs, scheduler, spec, progress)
+
+
+def _discard(path: Path) -> None:
+    """Remove a damaged run folder of this sweep (renamed aside first, so never half-deleted)."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+        return
+    aside = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.damaged.", suffix=".tmp"))
+    os.rename(path, aside / path.name)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _run_locked(
+    out: Path,
+    plan: list[tuple[str, PlannedRun]],
+    run_fn: RunFn,
+    jobs: int | None,
+    scheduler: Any,
+    spec: SweepSpec | None,
+    progress: bool,
+) -> SweepResult:
     runs_dir = _prepare(out, spec, plan)
     result = SweepResult(out_dir=out, planned=len(plan))
     todo = []
     for rid, run in plan:
-        if is_complete_run(runs_dir / rid):
-            result.skipped += 1
-        else:
+        folder = runs_dir / rid
+        if not os.path.lexists(folder):
             todo.append((rid, run))
+            continue
+        problem = run_problem(folder)
+        if problem is None:
+            result.skipped += 1
+            continue
+        # Never trusted: reported, removed and computed again.
+        result.damaged.append(Damaged(rid, run.origin, problem))
+        log.warning("run %s (%s) is damaged (%s); recomputing it", rid, run.origin, problem)
+        _discard(folder)
+        todo.append((rid, run))
     by_id = dict(todo)
     n_jobs = jobs or os.cpu_count() or 1
     log.info("%d runs planned, %d already complete", len(plan), result.skipped)

@@ -124,7 +124,10 @@ def test_plot_writes_png(tmp_path: Path) -> None:
     out = tmp_path / "p.png"
     assert main(["trace", "plot", "geo-8region", "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert main(["trace", "plot", "norway-bus-1", "--horizon-s", "400", "--out", str(out)]) == 0
+    assert (
+        main(["trace", "plot", "norway-bus-1", "--horizon-s", "400", "--out", str(out), "--force"])
+        == 0
+    )
 
 
 @pytest.mark.parametrize(
