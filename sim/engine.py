@@ -337,8 +337,8 @@ class OracleContext:
 
     def __init__(
         self,
-        model: IterationModel,
-        factor: Callable[[], float],
+        model: Any,
+        factor: Callable[[], Any],
         *,
         iterations: int = 0,
         progress: ProgressModel | None = None,
@@ -352,9 +352,16 @@ class OracleContext:
         link = model.cluster.link
         self._t: list[float] = link.time_s.tolist()
         self._period = link.period_s
+        # Only the analytic model is paced by this one link (the stepwise network has its own
+        # per-link traces), so only there is an iteration inside one state of it a constant.
+        self._exact = isinstance(model, IterationModel)
 
-    def segment_s(self, t_s: float) -> tuple[float, float]:
-        """Start and end (absolute seconds) of the constant link state holding at ``t_s``."""
+    def segment_s(self, t_s: float) -> tuple[float, float] | None:
+        """Start and end (absolute seconds) of the constant link state holding at ``t_s``;
+        ``None`` when the iteration time is not a function of that state alone (stepwise)."""
+        return self._segment(t_s) if self._exact else None
+
+    def _segment(self, t_s: float) -> tuple[float, float]:
         base = 0.0
         local = t_s
         if self._period is not None and t_s >= self._period:
@@ -372,7 +379,7 @@ class OracleContext:
         out: list[float] = []
         t = t0_s
         while True:
-            end = self.segment_s(t)[1]
+            end = self._segment(t)[1]
             if not end < t1_s or len(out) > 100_000:
                 return out
             out.append(end)
