@@ -13,7 +13,8 @@ Phases:
    objectives (seed 003's code weights 0.6 and 0.4) and the best is used;
 4. exploitation, until the latency, the bandwidth (monitor estimates) or the smoothed gain moves by
    ``change_threshold`` (10%) or more from the values at the choice; then back to 2 (at most once
-   every ``min_explore_interval`` steps).
+   every ``min_explore_interval`` steps, and only while the steps spent warming up and exploring
+   stay within ``max_explore_fraction`` (10%) of the steps so far).
 
 When the observation carries no measured gain, the workload's convergence model supplies it
 (:mod:`sim.control.progress`). The collective is chosen by the cost model (``collective="auto"``) as in seed 003.
@@ -66,12 +67,13 @@ class MooPolicy(DensityPolicy):
         self,
         *,
         candidates: tuple[float, ...] | str = (0.1, 0.033, 0.011, 0.004, 0.001),
-        warmup_steps: int = 50,
-        explore_steps: int = 10,
+        warmup_steps: int = 5,
+        explore_steps: int = 5,
         time_weight: float = 0.6,
         gain_weight: float = 0.4,
         change_threshold: float = 0.1,
         min_explore_interval: int = 100,
+        max_explore_fraction: float = 0.1,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
@@ -90,6 +92,11 @@ class MooPolicy(DensityPolicy):
         self.time_weight, self.gain_weight = float(time_weight), float(gain_weight)
         self.change_threshold = float(change_threshold)
         self.min_explore_interval = int(min_explore_interval)
+        if not (0.0 < max_explore_fraction <= 1.0):
+            raise ValueError(
+                f"max_explore_fraction must be in (0, 1], got {max_explore_fraction!r}"
+            )
+        self.max_explore_fraction = float(max_explore_fraction)
         self.compressor = compressor
         super().__init__(
             min_density=cands[-1],
@@ -101,6 +108,7 @@ class MooPolicy(DensityPolicy):
 
     def _reset_state(self) -> None:
         self._steps = 0
+        self._explore_spent = 0
         self.phase = "warmup" if self.warmup_steps > 0 else "explore"
         self._start_exploration(0)
 
@@ -135,9 +143,17 @@ class MooPolicy(DensityPolicy):
             return False
         return abs(now - ref) / abs(ref) >= self.change_threshold
 
+    def _may_reexplore(self, step: int) -> bool:
+        """Re-exploring keeps the steps spent off the exploited density (warm-up and every
+        exploration) within ``max_explore_fraction`` of the run so far."""
+        cost = self.explore_steps * len(self.candidates)
+        return self._explore_spent + cost <= self.max_explore_fraction * (step + cost)
+
     def _next_density(self, obs: Observation, current: bool) -> float:
         step = self._steps
         self._steps += 1
+        if self.phase != "exploit":
+            self._explore_spent += 1
         if self.phase == "warmup":
             if step + 1 < self.warmup_steps:
                 frac = (step + 1) / self.warmup_steps
@@ -174,7 +190,11 @@ class MooPolicy(DensityPolicy):
             or self._changed(obs.bandwidth_Bps, bw0)
             or self._changed(gain, gain0)
         )
-        if moved and step - self._explored_at >= self.min_explore_interval:
+        if (
+            moved
+            and step - self._explored_at >= self.min_explore_interval
+            and self._may_reexplore(step)
+        ):
             self.phase = "explore"
             self._start_exploration(step)
             return self.candidates[0]

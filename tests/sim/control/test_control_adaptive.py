@@ -40,7 +40,8 @@ def test_moo_warms_up_explores_every_candidate_then_exploits() -> None:
 
 
 def test_moo_reexplores_when_the_network_moves_10_percent() -> None:
-    p = make_policy("moo", warmup_steps=0, explore_steps=3, min_explore_interval=0)
+    p = make_policy("moo", warmup_steps=0, explore_steps=3, min_explore_interval=0,
+                    max_explore_fraction=1.0)
     pm = default_progress_model()
     d = densities(run_closed_loop(p, lambda k: GOOD if k < 60 else BAD_BANDWIDTH, 100,
                                   gain_at=lambda dec, k: pm.gain(dec.compressor, dec.density, 1)))
