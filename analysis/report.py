@@ -13,11 +13,12 @@ import html
 import logging
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+
+from sim.atomic_files import atomic_write_text
 
 from . import plots
 from .load import Results, load_results
@@ -219,17 +220,7 @@ def write_html(out: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``out`` atomically (temporary sibling, then rename)."""
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; a report is meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(dest, text)
     log.info("report written to %s", dest)
     return dest
 

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from realrun.workloads import Workload, get_workload
+from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
 from traces.gradtrace import FORMAT, GRADS_DIR, VERSION, GradTrace
 
@@ -407,8 +408,5 @@ def write_runs(path: str | os.PathLike[str], runs: dict[str, RunCurve]) -> Path:
     """Write real runs atomically (temp file + rename)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
     payload = {"format": RUNS_FORMAT, "version": 1, "runs": {k: v.to_json() for k, v in sorted(runs.items())}}
-    tmp.write_text(json.dumps(payload, indent=0) + "\n")
-    tmp.replace(p)
-    return p
+    return atomic_write_text(p, json.dumps(payload, indent=0) + "\n")

@@ -34,7 +34,15 @@ examples:
 Emulation modes (recorded in meta.json): hook = delay and bandwidth emulated in the comm hook;
 netns = ranks in network namespaces, bandwidth by tbf following the trace, delay in the hook
 (root); tc = netem delay+rate on --iface (root, needs the netem qdisc); none = no emulation.
-Multi-node: torchrun ... -m realrun.worker --config cfg.json --out DIR (see docs/realrun.md).
+Devices: --device auto (CUDA when available: rank i on cuda:i, NCCL), cpu, or cuda; more
+ranks per node than GPUs is an error unless --device cpu.
+Multi-node: on each node run the same command with --nnodes N --node-rank K
+--rdzv-endpoint HOST:PORT (HOST = node 0's address; rank 0 listens there, on that address
+only, on PORT: open it between the nodes); node 0 writes the run. Or launch the ranks with
+torchrun ... -m realrun.worker --config cfg.json --out DIR (see the README).
+Abnormal stops: a rank that dies, or makes no progress for --timeout-s, stops the run; SIGINT,
+SIGTERM and SIGHUP stop every rank. The run is then written from the ranks' logs with
+meta.json "status" failed or interrupted (complete otherwise).
 """
 
 
@@ -81,7 +89,17 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="random data, model with the profile's layer sizes (throughput only)")
     p.add_argument("--no-hook", action="store_true",
                    help="DDP's built-in allreduce instead of the compctl hook (baseline)")
-    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+    p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"],
+                   help="process-group backend (auto: nccl on CUDA, gloo on CPU)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where ranks compute (auto: CUDA when available, one GPU per rank)")
+    p.add_argument("--nnodes", type=int, default=1, help="nodes of a multi-node run")
+    p.add_argument("--node-rank", type=int, default=0, help="this node's index (0..nnodes-1)")
+    p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+                   help="node 0's address and the port its rank 0 listens on (multi-node)")
+    p.add_argument("--timeout-s", type=float, default=None,
+                   help="stop the run when a rank makes no progress for this long "
+                   "(default: sized from the trace, at least 120 s)")
     p.add_argument("--out", required=True, help="run directory to write")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -122,17 +140,43 @@ def config_from_args(args: argparse.Namespace) -> Any:
         backend=args.backend,
         use_hook=not args.no_hook,
         agreement=args.agreement,
+        device=args.device,
+        nnodes=args.nnodes,
     )
 
 
 def _run_real(args: argparse.Namespace) -> int:
-    from sim.rundir import read_run
-
-    from .launcher import launch
+    from .launcher import RunFailed, launch
+    from .signals import Interrupted
 
     cfg = config_from_args(args)
+    rdzv = None
+    if args.rdzv_endpoint is not None:
+        from .rendezvous import parse_endpoint
+
+        rdzv = parse_endpoint(args.rdzv_endpoint)
     progress = not args.quiet and sys.stderr.isatty()
-    dest = launch(cfg, args.out, force=args.force, progress=progress)
+    try:
+        dest = launch(cfg, args.out, force=args.force, progress=progress,
+                      timeout_s=args.timeout_s, node_rank=args.node_rank, rdzv=rdzv)
+    except RunFailed as exc:
+        where = f"; run marked failed in {exc.dest}" if exc.dest is not None else ""
+        sys.stderr.write(f"compctl: error: {exc}{where}\n")
+        return 1
+    except Interrupted as exc:
+        sys.stderr.write(f"compctl: interrupted ({exc}); run marked interrupted in {args.out}\n"
+                         if args.node_rank == 0 else f"compctl: interrupted ({exc})\n")
+        return 128 + exc.signum
+    if dest is None:
+        sys.stdout.write(f"node {args.node_rank}: ranks finished; node 0 writes the run\n")
+        return 0
+    _summarise(cfg, dest, as_json=args.json)
+    return 0
+
+
+def _summarise(cfg: Any, dest: Any, *, as_json: bool) -> None:
+    from sim.rundir import read_run
+
     rec, _ = read_run(dest)
     steady = rec[rec["iteration"] >= max(cfg.warmup_steps, 1)]
     acc = rec["accuracy"].dropna()
@@ -145,7 +189,7 @@ def _run_real(args: argparse.Namespace) -> int:
         "final_accuracy": float(acc.iloc[-1]) if len(acc) else math.nan,
         "mean_density": float(steady["density"].mean()) if len(steady) else math.nan,
     }
-    if args.json:
+    if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
         sys.stdout.write(
@@ -155,7 +199,6 @@ def _run_real(args: argparse.Namespace) -> int:
             f"{summary['mean_density']:.4g}, final loss {summary['final_loss']:.4f}, "
             f"accuracy {summary['final_accuracy']:.4f}\n"
         )
-    return 0
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

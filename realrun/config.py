@@ -14,6 +14,7 @@ from typing import Any
 
 from sim.errors import InputError
 
+from .devices import DEVICES
 from .emulation import EMULATION_MODES
 
 __all__ = ["RealConfig"]
@@ -26,7 +27,8 @@ class RealConfig:
     Attributes:
         workload: built-in real workload (``digits-mlp``, ``digits-cnn``, ``char-lstm``) or, with
             ``synthetic``, any simulator profile name or JSON path (throughput only).
-        nproc: ranks on this machine.
+        nproc: ranks on this machine (on each node of a multi-node run).
+        nnodes: nodes of the run (``nproc`` ranks each); the world has ``nproc * nnodes``.
         policy: registered controller name; ``policy_params`` its keyword parameters.
         trace: trace spec (bundled name, file, generator spec); ``None`` only with emulation
             ``none``.
@@ -42,7 +44,9 @@ class RealConfig:
         bucket_cap_mb: DDP bucket capacity in MiB (torch's default is 25).
         threads: torch intra-op threads per rank.
         synthetic: random data and a model with the profile's layer sizes (no accuracy).
-        backend: ``gloo``, ``nccl`` or ``auto`` (NCCL when CUDA is available).
+        backend: ``gloo``, ``nccl`` or ``auto`` (NCCL on CUDA, gloo on CPU).
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda`` (rank ``LOCAL_RANK`` on
+            ``cuda:LOCAL_RANK``); see :mod:`realrun.devices`.
         use_hook: ``False`` runs DDP's built-in allreduce (baseline for overhead and accuracy).
         agreement: when the hook agrees measurements across ranks: ``auto`` (every step for
             controllers that read observations, once at the end for static ``dense``/``fixed``
@@ -71,6 +75,8 @@ class RealConfig:
     backend: str = "auto"
     use_hook: bool = True
     agreement: str = "auto"
+    device: str = "auto"
+    nnodes: int = 1
 
     def __post_init__(self) -> None:
         def need_int(name: str, lo: int) -> None:
@@ -79,7 +85,7 @@ class RealConfig:
                 raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
 
         for name, lo in (("nproc", 1), ("steps", 1), ("seed", 0), ("eval_every", 1),
-                         ("warmup_steps", 1), ("threads", 1)):
+                         ("warmup_steps", 1), ("threads", 1), ("nnodes", 1)):
             need_int(name, lo)
         if self.batch_size is not None:
             need_int("batch_size", 1)
@@ -97,6 +103,11 @@ class RealConfig:
             raise InputError("emulation 'tc' needs --iface (the interface to shape)")
         if self.backend not in ("auto", "gloo", "nccl"):
             raise InputError(f"backend must be auto, gloo or nccl, got {self.backend!r}")
+        if self.device not in DEVICES:
+            raise InputError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.nnodes > 1 and self.emulation == "netns":
+            raise InputError("emulation 'netns' runs on one machine: use hook, tc or none "
+                             "across nodes")
         if self.owner_rule not in ("star", "var"):
             raise InputError(f"owner rule must be star or var, got {self.owner_rule!r}")
         if self.agreement not in ("auto", "each-step", "end"):
@@ -162,4 +173,9 @@ class RealConfig:
         ts = self.trace_set()
         if ts is None:
             return None
-        return ts.bottleneck(self.nproc, horizon_s=3600.0 * 24)
+        return ts.bottleneck(self.world_size, horizon_s=3600.0 * 24)
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in the whole run."""
+        return self.nproc * self.nnodes

@@ -51,7 +51,7 @@ def dense_async(
     def done(f: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
         out = f.value()[0]
         state._emulate(terms, start)
-        interval.end = time.perf_counter()
+        interval.end = time.perf_counter()  # callback: no sync
         return out
 
     return fut.then(done)
@@ -68,7 +68,7 @@ def compressed_sync(
     # first iteration after a restore) may order the same parameters differently.
     flat = buf if perm is None else buf.index_select(0, perm)
     comp = state._compressor(d.compressor)
-    t0 = time.perf_counter()
+    t0 = state.clock()
 
     if d.collective.startswith("artopk"):
         out, terms, num, den, t1, t2 = _artopk(state, cur, comp, flat, d, key)
@@ -83,7 +83,7 @@ def compressed_sync(
         buf.copy_(out.view_as(buf))
     else:
         buf.index_copy_(0, perm, out.reshape(-1))
-    cur.compress_s += (t1 - t0) + (time.perf_counter() - t2)
+    cur.compress_s += (t1 - t0) + (state.clock() - t2)
     cur.gain_num += num
     cur.gain_den += den
     return buf
@@ -110,21 +110,21 @@ def _artopk(
         c = comp.compress(compensated, d.density, key=key, step=cur.iteration)
         idx = c.tensors[1].to(torch.int32)
     else:
-        idx = torch.empty(0, dtype=torch.int32)
+        idx = torch.empty(0, dtype=torch.int32, device=flat.device)
     if d.compressor not in _EXACT_K:
-        count = torch.tensor([idx.numel()], dtype=torch.int64)
+        count = torch.tensor([idx.numel()], dtype=torch.int64, device=flat.device)
         dist.broadcast(count, src=cur.owner, group=group)
         k = int(count.item())
     else:
         k = k_for(numel, d.density)
     if state.rank != cur.owner:
-        idx = torch.zeros(k, dtype=torch.int32)
-    t1 = time.perf_counter()
+        idx = torch.zeros(k, dtype=torch.int32, device=flat.device)
+    t1 = state.clock()
     terms = collective_terms(d.collective, n, float(k * esize), float(k * 4))
     start = state._begin_comm()
     out, idx = coll.artopk_average(compensated.reshape(-1), idx, cur.owner, n, group)
     state._emulate(terms, start)
-    t2 = time.perf_counter()
+    t2 = state.clock()
     own = values_at(compensated, idx)
     local = sparse_from(idx, own, numel)
     state.memory.update(compensated, local.view_as(compensated), key)
@@ -139,7 +139,7 @@ def _powersgd(
     group = state.process_group
     compensated = state.memory.compensate(buf, key)
     rnd = comp.compress_p(compensated, d.density, key=key)
-    t1 = time.perf_counter()
+    t1 = state.clock()
     start = state._begin_comm()
     p = rnd.p.contiguous()
     dist.all_reduce(p, group=group)
@@ -151,7 +151,7 @@ def _powersgd(
         d.collective, n, float(q.numel() * esize)
     )
     state._emulate(terms, start)
-    t2 = time.perf_counter()
+    t2 = state.clock()
     local = comp.local_decompress(rnd)
     state.memory.update(compensated, local, key)
     out = comp.decompress_pq(rnd, q).reshape(-1)
@@ -174,11 +174,11 @@ def _feedback_exchange(
     )
     num = sq_norm(local)
     den = num / stats.gain if stats.gain > 0.0 else sq_norm(flat)
-    t1 = time.perf_counter()
+    t1 = state.clock()
     start = state._begin_comm()
     out, terms = _exchange(state, comp, c, d, flat.numel(), flat.element_size())
     state._emulate(terms, start)
-    t2 = time.perf_counter()
+    t2 = state.clock()
     return out, terms, num, den, t1, t2
 
 
@@ -231,7 +231,7 @@ def _ragged_sparse_average(
 ) -> torch.Tensor:
     """Sparse allgather when ranks keep different counts (threshold compressors): agree the
     largest count, pad with zero values at index 0, then gather."""
-    count = torch.tensor([values.numel()], dtype=torch.int64)
+    count = torch.tensor([values.numel()], dtype=torch.int64, device=values.device)
     counts = [torch.zeros_like(count) for _ in range(n)]
     dist.all_gather(counts, count, group=group)
     kmax = int(max(int(c.item()) for c in counts))

@@ -60,6 +60,8 @@ class CompressionHookState:
             fixed collective, STAR owner): the measurements are kept locally and agreed in one
             collective at :meth:`flush`, so the hook adds no collective and no gradient norm
             to the iteration. Decisions are then identical on every rank by construction.
+        device: where the agreement tables live (the gradients' device; CPU by default). On
+            CUDA the compression and exchange clocks wait for the device's queued work.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class CompressionHookState:
         monitor: LinkMonitor | None = None,
         param_names: dict[int, str] | None = None,
         agree_each_step: bool = True,
+        device: torch.device | None = None,
     ) -> None:
         if world_size < 1:
             raise InputError(f"world_size must be >= 1, got {world_size}")
@@ -119,6 +122,11 @@ class CompressionHookState:
         self._deferred: list[tuple[Accum, list[float], bool]] = []
         self._checked: set[Decision] = set()
         self._terms: dict[tuple[str, int], AlphaBeta] = {}
+        self.device = device if device is not None else torch.device("cpu")
+        self._sync = self.device.type == "cuda"
+        #: This rank's own measurements of the last finished iteration, before agreement:
+        #: ``(accumulator, row)`` with the columns of :func:`~realrun.hook_agreement.local_row`.
+        self.last_local: tuple[Accum, list[float]] | None = None
 
     # ------------------------------------------------------------------ per iteration
     def _observation(self) -> Observation:
@@ -197,6 +205,7 @@ class CompressionHookState:
             self._finish_pending()
         n_b = len(cur.intervals)
         local = local_row(cur, iter_s)
+        self.last_local = (cur, local)
         if self._grad_bytes == 0:
             self._grad_bytes = cur.grad_bytes
         if not self.agree_each_step:
@@ -208,7 +217,8 @@ class CompressionHookState:
         # all rows, from which maxima (timings) and sums (gain terms) are taken locally.
         rows = [0.0] * (self.world_size * width)
         rows[self.rank * width : (self.rank + 1) * width] = local
-        table = torch.tensor(rows, dtype=torch.float64).view(self.world_size, width)
+        table = torch.tensor(rows, dtype=torch.float64, device=self.device).view(
+            self.world_size, width)
         work = dist.all_reduce(table, group=self.process_group, async_op=True)
         self._pending = Pending(cur, table, work, n_b, iter_s is not None)
         self._cur = None
@@ -229,9 +239,10 @@ class CompressionHookState:
         self._deferred = []
         width = max(len(r[1]) for r in rows)
         n = len(rows)
-        table = torch.zeros(self.world_size, n, width, dtype=torch.float64)
+        table = torch.zeros(self.world_size, n, width, dtype=torch.float64, device=self.device)
         table[self.rank] = torch.tensor(
-            [r[1] + [0.0] * (width - len(r[1])) for r in rows], dtype=torch.float64
+            [r[1] + [0.0] * (width - len(r[1])) for r in rows], dtype=torch.float64,
+            device=self.device,
         )
         dist.all_reduce(table, group=self.process_group)
         tmax = table.max(dim=0).values.tolist()
@@ -303,7 +314,7 @@ class CompressionHookState:
         if pos != bucket.buffer().numel() or set(layout) != set(snames):
             raise RuntimeError(f"bucket {bucket.index()} does not match its recorded layout")
         perm = torch.cat([torch.arange(offsets[n][0], offsets[n][0] + offsets[n][1])
-                          for n in layout])
+                          for n in layout]).to(bucket.buffer().device)
         return key, perm
 
     def _compressor(self, name: str) -> Compressor:
@@ -321,6 +332,13 @@ class CompressionHookState:
         if self.emulator is not None:
             return self.emulator.begin()
         return time.perf_counter(), 0.0
+
+    def clock(self) -> float:
+        """``perf_counter`` after the device has finished its queued work (on CUDA), so the
+        compression and exchange times count kernels where they run."""
+        if self._sync:
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict[str, Any]:

@@ -1,13 +1,22 @@
-"""Launch a real run on this machine: one process per rank, emulation set up and torn down.
+"""Launch the ranks of a real run on this machine (one node), set up emulation, always clean up.
 
-:func:`launch` validates everything in the parent (workload, policy, trace, emulation mode,
-output directory), then starts ``nproc`` processes of :mod:`realrun.worker` (inside their own
-network namespaces in ``netns`` mode) with torchrun's environment variables, follows the trace
-with the kernel shaper where the mode needs one, and waits. Rank 0 writes the run directory
-atomically at the end, so a failed or interrupted run leaves nothing that looks finished.
-Namespaces are deleted and stray processes killed on every exit path, Ctrl-C included.
+:func:`launch` validates everything in the parent (workload, policy, trace, device, emulation
+mode, output directory), then starts ``nproc`` processes of :mod:`realrun.worker` (inside their
+own network namespaces in ``netns`` mode) in one process group of their own, follows the trace
+with the kernel shaper where the mode needs one, and watches them:
 
-For several machines use torchrun directly (see docs/realrun.md).
+* every rank appends its measurements to a log as it goes (:mod:`realrun.rank_log`);
+* when all ranks succeed, the launcher writes the run rank 0 produced, marked ``complete``;
+* when a rank dies, or makes no progress for ``timeout_s``, the others are stopped and the run
+  is written from the logs, marked ``failed`` with the reason, the rank and its last stderr;
+* on SIGINT, SIGTERM or SIGHUP the ranks are stopped and the run is marked ``interrupted``.
+
+On every exit path the process group is killed, namespaces deleted, an interface's qdisc
+restored and the temp folder removed. Ranks die with the launcher (``PR_SET_PDEATHSIG``), and
+only the launcher writes the run directory, so a stray rank never writes one.
+
+Several nodes: start ``compctl real --nnodes N --node-rank K --rdzv-endpoint HOST:PORT`` on each
+(node 0 writes the run), or use torchrun directly (see the README).
 """
 
 from __future__ import annotations
@@ -15,12 +24,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -28,11 +40,27 @@ from sim.errors import InputError
 from sim.rundir import check_out_dir
 
 from .config import RealConfig
+from .lifecycle import DROP_TO_ENV, LAUNCHER_PID_ENV, readable_by
+from .rank_log import log_path, partial_rows, read_rank_logs
+from .signals import Interrupted, stop_signals
 from .worker import T0_FILE_ENV
 
-__all__ = ["launch", "free_port"]
+__all__ = ["launch", "free_port", "RunFailed", "default_timeout_s"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a rank may take to log its first iteration, whatever ``timeout_s`` says.
+_STARTUP_S = 120.0
+#: Seconds a rank gets to exit after SIGTERM before SIGKILL.
+_GRACE_S = 3.0
+
+
+class RunFailed(Exception):
+    """A rank died or hung; the run was written from the ranks' logs, marked ``failed``."""
+
+    def __init__(self, message: str, dest: Path | None) -> None:
+        super().__init__(message)
+        self.dest = dest
 
 
 def free_port() -> int:
@@ -40,6 +68,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def default_timeout_s(cfg: RealConfig, params: int) -> float:
+    """How long a rank may go without finishing an iteration: 20 dense iterations' worth of
+    communication at the trace's slowest and highest-latency state, and never under 120 s
+    (start-up, data loading and DDP's first iteration fit in that)."""
+    trace = cfg.link_trace()
+    comm_s = 0.0
+    if trace is not None:
+        bw = float(min(trace.bandwidth_Bps))
+        lat = float(max(trace.latency_s))
+        comm_s = 2.0 * params * 4 / bw + 2.0 * cfg.world_size * lat
+    return max(120.0, 20.0 * comm_s)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    rank: int
+    reason: str
+    stderr_tail: str
+    input_error: str | None = None
 
 
 def _tail(path: Path, n: int = 15) -> str:
@@ -57,17 +106,157 @@ def _first_error_line(text: str) -> str | None:
     return None
 
 
-def launch(
-    cfg: RealConfig,
-    out: str | os.PathLike[str],
-    *,
-    force: bool = False,
-    progress: bool = False,
-    timeout_s: float | None = None,
-) -> Path:
-    """Run ``cfg`` with ``cfg.nproc`` local ranks and write the run directory ``out``."""
-    dest = check_out_dir(out, force=force)
+def _unprivileged_ids() -> tuple[int, int]:
+    """Who netns-mode ranks become after set-up: the sudo user, else ``nobody``."""
+    uid = int(os.environ.get("SUDO_UID") or 65534)
+    gid = int(os.environ.get("SUDO_GID") or 65534)
+    return (uid, gid) if uid != 0 else (65534, 65534)
+
+
+def _drop_plan() -> tuple[str, int, int]:
+    """How netns-mode ranks give up root: ``UID:GID`` when that user can read the interpreter,
+    torch and this package, else ``caps`` (uid 0 without capabilities)."""
+    import torch
+
+    uid, gid = _unprivileged_ids()
+    needed = [sys.executable, os.path.dirname(torch.__file__),
+              os.path.dirname(os.path.abspath(__file__))]
+    if readable_by(uid, gid, needed):
+        return f"{uid}:{gid}", uid, gid
+    return "caps", 0, 0
+
+
+def _proc_stat(pid: int) -> list[str]:
+    """Fields of ``/proc/PID/stat`` after the command name (empty where unreadable)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return text[text.rindex(")") + 2:].split()
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds ``pid`` has used (user + system; 0 where unknown)."""
+    fields = _proc_stat(pid)
+    if len(fields) < 13:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _suspicion(pid: int, cpu_then_s: float, lines: int, written_ns: int) -> tuple[int, ...]:
+    """Sort key for stalled ranks, most likely culprit first: a stopped process, then one that
+    burnt CPU since its last progress (spinning; ranks waiting for it in a collective sleep),
+    then the one with the fewest lines, then the one whose log was written longest ago."""
+    fields = _proc_stat(pid)
+    stopped = bool(fields) and fields[0] in ("T", "t")
+    spinning = _cpu_s(pid) - cpu_then_s > 0.5
+    return (not stopped, not spinning, lines, written_ns)
+
+
+class _Ranks:
+    """The rank processes of this node, in one process group."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.stderr: list[Path] = []
+        self._handles: list[IO[bytes]] = []
+        self.pgid: int | None = None
+
+    def start(self, cmd: list[str], env: dict[str, str], err_path: Path,
+              show_stderr: bool) -> None:
+        fh: IO[bytes] = open(err_path, "wb")  # noqa: SIM115 - closed in close()
+        self._handles.append(fh)
+        self.stderr.append(err_path)
+        proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=None if show_stderr else fh,
+                                process_group=0 if self.pgid is None else self.pgid)
+        if self.pgid is None:
+            self.pgid = proc.pid
+        self.procs.append(proc)
+
+    def wait(self, log_dir: Path, first_rank: int, timeout_s: float) -> _Failure | None:
+        """Until every rank exits 0 (``None``), one fails, or one stalls (the failure)."""
+        n = len(self.procs)
+        now = time.monotonic()
+        progress_at = [now] * n
+        sizes = [0] * n
+        lines = [0] * n
+        written_ns = [0] * n
+        cpu_at = [_cpu_s(p.pid) for p in self.procs]
+        while True:
+            codes = [p.poll() for p in self.procs]
+            failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                r = failed[0]
+                time.sleep(0.5)  # let the other ranks print their side of it
+                text = _tail(self.stderr[r])
+                status = codes[r]
+                how = (f"killed by {signal.Signals(-status).name}" if status is not None
+                       and status < 0 else f"exited with status {status}")
+                return _Failure(first_rank + r, f"rank {first_rank + r} {how}", text,
+                                _first_error_line(text) if status == 2 else None)
+            if all(c == 0 for c in codes):
+                return None
+            now = time.monotonic()
+            for r in range(n):
+                path = log_path(log_dir, first_rank + r)
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                if st.st_size != sizes[r]:
+                    sizes[r] = st.st_size
+                    written_ns[r] = st.st_mtime_ns
+                    lines[r] = path.read_bytes().count(b"\n")
+                    progress_at[r] = now
+                    cpu_at[r] = _cpu_s(self.procs[r].pid)
+            # Until its first line a rank may also be starting up (imports, data, rendezvous).
+            stalled = [r for r in range(n) if codes[r] is None and now - progress_at[r]
+                       > (timeout_s if lines[r] else max(timeout_s, _STARTUP_S))]
+            if stalled:
+                r = min(stalled, key=lambda i: _suspicion(self.procs[i].pid, cpu_at[i],
+                                                          lines[i], written_ns[i]))
+                return _Failure(first_rank + r,
+                                f"rank {first_rank + r} made no progress for {timeout_s:.0f} s "
+                                f"(hung after {lines[r]} logged line(s); --timeout-s)",
+                                _tail(self.stderr[r]))
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the whole process group: SIGCONT+SIGTERM, then SIGKILL after a grace period."""
+        if self.pgid is not None:
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pgid, sig)
+            deadline = time.monotonic() + _GRACE_S
+            for p in self.procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pgid, signal.SIGKILL)
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+    def close(self) -> None:
+        for fh in self._handles:
+            fh.close()
+        self._handles = []
+
+
+def _check(cfg: RealConfig, node_rank: int, rdzv: tuple[str, int] | None) -> tuple[str, str]:
+    """Everything checkable before a process starts; returns (device kind, backend)."""
+    from .devices import check_nproc, machine_facts, resolve_backend, resolve_device
+
     cfg.check()
+    if not 0 <= node_rank < cfg.nnodes:
+        raise InputError(f"--node-rank must be in 0..{cfg.nnodes - 1}, got {node_rank}")
+    if cfg.nnodes > 1 and rdzv is None:
+        raise InputError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address)")
+    facts = machine_facts()
+    kind = resolve_device(cfg.device, local_ranks=cfg.nproc, facts=facts)
+    check_nproc(cfg.nproc, kind, facts=facts)
+    backend = resolve_backend(cfg.backend, kind)
     if cfg.emulation == "tc":
         from .tcmode import check_tc_mode
 
@@ -78,80 +267,170 @@ def launch(
         reason = netns_unavailable_reason()
         if reason is not None:
             raise InputError(reason)
-    trace = cfg.link_trace()
-    with tempfile.TemporaryDirectory(prefix="compctl-real-") as tmp, contextlib.ExitStack() as st:
+    return kind, backend
+
+
+def launch(
+    cfg: RealConfig,
+    out: str | os.PathLike[str] | None,
+    *,
+    force: bool = False,
+    progress: bool = False,
+    timeout_s: float | None = None,
+    node_rank: int = 0,
+    rdzv: tuple[str, int] | None = None,
+) -> Path | None:
+    """Run this node's ``cfg.nproc`` ranks; node 0 writes the run directory ``out``.
+
+    Returns the run directory (``None`` on nodes other than 0). Raises :class:`InputError` for
+    bad input (nothing started or written), :class:`RunFailed` when a rank died or hung and
+    :class:`~realrun.signals.Interrupted` (a ``KeyboardInterrupt``) on SIGINT/SIGTERM/SIGHUP;
+    in the last two cases node 0 has written the run from the ranks' logs, marked ``failed`` or
+    ``interrupted``.
+    """
+    dest = check_out_dir(out, force=force) if node_rank == 0 and out is not None else None
+    kind, backend = _check(cfg, node_rank, rdzv)
+    from .run_meta import parameter_count
+
+    params = parameter_count(cfg)
+    limit_s = default_timeout_s(cfg, params) if timeout_s is None else float(timeout_s)
+    if not (math.isfinite(limit_s) and limit_s > 0):
+        raise InputError(f"--timeout-s must be a number > 0, got {timeout_s!r}")
+    with stop_signals(), tempfile.TemporaryDirectory(prefix="compctl-real-") as tmp:
         scratch = Path(tmp)
-        cfg_path = scratch / "config.json"
-        cfg_path.write_text(json.dumps(cfg.to_dict()))
-        t0_file = scratch / "t0"
-        prefixes: list[list[str]] = [[] for _ in range(cfg.nproc)]
-        ifaces = ["lo"] * cfg.nproc
-        master = "127.0.0.1"
+        try:
+            failure = _run_node(cfg, scratch, node_rank, rdzv, progress, limit_s)
+        except Interrupted as exc:
+            # The ranks are stopped and the namespaces gone; the logs are still here.
+            _write_partial(cfg, scratch / "logs", dest, force, params, backend, kind,
+                           "interrupted", f"interrupted by {signal.Signals(exc.signum).name}",
+                           None)
+            raise
+        if failure is None:
+            if dest is not None:
+                _publish(scratch / "run", dest, force, _launch_notes(cfg))
+            return dest
+        if failure.input_error is not None:
+            raise InputError(failure.input_error)
+        _write_partial(cfg, scratch / "logs", dest, force, params, backend, kind, "failed",
+                       failure.reason, failure)
+        raise RunFailed(failure.reason, dest)
+
+
+def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, int] | None,
+              progress: bool, limit_s: float) -> _Failure | None:
+    """Start, watch and stop this node's ranks inside ``scratch``; the failure, if any."""
+    log_dir = scratch / "logs"
+    log_dir.mkdir()
+    cfg_path = scratch / "config.json"
+    cfg_path.write_text(json.dumps(cfg.to_dict()))
+    t0_file = scratch / "t0"
+    n = cfg.nproc
+    first = node_rank * n
+    prefixes: list[list[str]] = [[] for _ in range(n)]
+    ifaces: list[str | None] = ["lo"] * n
+    master, port = rdzv if rdzv is not None else ("127.0.0.1", 0)
+    extra_env: dict[str, str] = {LAUNCHER_PID_ENV: str(os.getpid()), T0_FILE_ENV: str(t0_file)}
+    ranks = _Ranks()
+    with contextlib.ExitStack() as st:
+        # Registered first, so it runs last: the ranks stop before namespaces or qdiscs go.
+        st.callback(ranks.close)
+        trace = cfg.link_trace()
         if cfg.emulation == "netns":
             from .netns import NetnsLab
             from .shaper import TraceShaper
 
-            lab = st.enter_context(NetnsLab(cfg.nproc, bandwidth_Bps=trace.bandwidth_at(0.0)))
+            lab = st.enter_context(NetnsLab(n, bandwidth_Bps=trace.bandwidth_at(0.0)))
             shaper = TraceShaper(trace, lab.apply)
             shaper.start(t0_file=t0_file)
             st.callback(shaper.stop)
-            prefixes = [lab.exec_prefix(r) for r in range(cfg.nproc)]
-            ifaces = [lab.iface(r) for r in range(cfg.nproc)]
+            prefixes = [lab.exec_prefix(r) for r in range(n)]
+            ifaces = [lab.iface(r) for r in range(n)]
             master = lab.addr(0)
-        port = free_port()
-        procs: list[subprocess.Popen[bytes]] = []
-        logs: list[Path] = []
-        handles: list[IO[bytes]] = []
-        try:
-            for r in range(cfg.nproc):
-                env = dict(os.environ)
-                env.update(
-                    RANK=str(r), WORLD_SIZE=str(cfg.nproc), LOCAL_RANK=str(r),
-                    LOCAL_WORLD_SIZE=str(cfg.nproc), MASTER_ADDR=master, MASTER_PORT=str(port),
-                    OMP_NUM_THREADS=str(cfg.threads), GLOO_SOCKET_IFNAME=ifaces[r],
-                    **{T0_FILE_ENV: str(t0_file)},
-                )
-                cmd = [*prefixes[r], sys.executable, "-m", "realrun.worker",
-                       "--config", str(cfg_path)]
-                if r == 0:
-                    cmd += ["--out", str(dest)] + (["--force"] if force else [])
-                    cmd += ["--progress"] if progress else []
-                log_path = scratch / f"rank{r}.log"
-                fh: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - closed in finally
-                handles.append(fh)
-                logs.append(log_path)
-                stderr: IO[bytes] | None = None if (progress and r == 0) else fh
-                procs.append(subprocess.Popen(cmd, env=env, stdout=fh, stderr=stderr))
-            _wait(procs, logs, timeout_s)
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            for fh in handles:
-                fh.close()
-    return dest
+            plan, uid, gid = _drop_plan()
+            if plan != "caps":
+                for path in (scratch, log_dir):
+                    os.chown(path, uid, gid)
+            extra_env[DROP_TO_ENV] = plan
+        elif cfg.emulation == "tc":
+            from .qdisc_guard import RootQdiscGuard
+            from .tcmode import start_tc_shaper_from_file
+
+            st.enter_context(RootQdiscGuard(cfg.iface or ""))
+            st.callback(start_tc_shaper_from_file(cfg.iface or "", trace, t0_file).stop)
+        if rdzv is not None:
+            from .rendezvous import route_iface
+
+            ifaces = [os.environ.get("GLOO_SOCKET_IFNAME") or route_iface(master)] * n
+        if port == 0:
+            port = free_port()
+        st.callback(ranks.stop)
+        for r in range(n):
+            env = dict(os.environ)
+            env.update(
+                RANK=str(first + r), WORLD_SIZE=str(cfg.world_size), LOCAL_RANK=str(r),
+                LOCAL_WORLD_SIZE=str(n), MASTER_ADDR=master, MASTER_PORT=str(port),
+                OMP_NUM_THREADS=str(cfg.threads), **extra_env,
+            )
+            iface = ifaces[r]
+            if iface:
+                env["GLOO_SOCKET_IFNAME"] = iface
+            cmd = [*prefixes[r], sys.executable, "-m", "realrun.worker",
+                   "--config", str(cfg_path), "--log-dir", str(log_dir),
+                   "--timeout-s", str(limit_s)]
+            if first + r == 0:
+                cmd += ["--out", str(scratch / "run")]
+                cmd += ["--progress"] if progress else []
+            ranks.start(cmd, env, scratch / f"rank{first + r}.err",
+                        show_stderr=progress and first + r == 0)
+        return ranks.wait(log_dir, first, limit_s)
+    return None  # pragma: no cover - the block returns
 
 
-def _wait(procs: list[subprocess.Popen[bytes]], logs: list[Path], timeout_s: float | None) -> None:
-    """Wait for every rank; on the first failure stop the others and report why."""
-    start = time.monotonic()
-    while True:
-        codes = [p.poll() for p in procs]
-        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-        if failed:
-            r = failed[0]
-            time.sleep(0.5)  # let the other ranks print their side of it
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-            text = _tail(logs[r])
-            line = _first_error_line(text)
-            if line is not None and codes[r] == 2:
-                raise InputError(line)
-            raise RuntimeError(f"rank {r} exited with status {codes[r]}:\n{text}")
-        if all(c == 0 for c in codes):
-            return
-        if timeout_s is not None and time.monotonic() - start > timeout_s:
-            raise RuntimeError(f"real run timed out after {timeout_s:.0f} s")
-        time.sleep(0.1)
+def _launch_notes(cfg: RealConfig) -> dict[str, str]:
+    """What the launcher knows and the ranks do not, for ``meta.json``."""
+    if cfg.emulation != "netns":
+        return {"rank_privileges": "as launched"}
+    plan = os.environ.get(DROP_TO_ENV) or _drop_plan()[0]
+    how = "uid 0 without capabilities" if plan == "caps" else f"uid:gid {plan}"
+    return {"rank_privileges": f"root for set-up, then {how}"}
+
+
+def _publish(src: Path, dest: Path, force: bool, notes: dict[str, str]) -> None:
+    """Copy rank 0's finished run to ``dest`` (the launcher is the only writer of ``dest``)."""
+    from sim.rundir import read_run, write_run
+
+    rec, meta = read_run(src)
+    write_run(dest, rec, {**meta, **notes}, force=force)
+
+
+def _write_partial(cfg: RealConfig, log_dir: Path | None, dest: Path | None, force: bool,
+                   params: int, backend: str, kind: str, status: str, reason: str,
+                   failure: _Failure | None) -> None:
+    """Write the run from the ranks' logs, marked ``status`` (node 0 only)."""
+    import pandas as pd
+
+    from sim.rundir import write_run
+
+    from .rank_log import ROW_KEYS
+    from .run_meta import run_meta
+
+    if dest is None or log_dir is None or not log_dir.exists():
+        return
+    rank_logs = read_rank_logs(log_dir)
+    policy = cfg.policy if cfg.use_hook else "ddp-builtin"
+    rows = partial_rows(rank_logs, policy)
+    meta = run_meta(cfg, world=cfg.world_size, params=params, backend=backend, device=kind,
+                    status=status)
+    meta["reason"] = reason
+    meta["records"] = ("partial: each rank's own measurements as logged, maximum over the "
+                       "ranks that logged an iteration (not agreed across ranks)")
+    meta["iterations_logged"] = {str(r): sum(1 for x in v if x.get("kind") == "iteration")
+                                 for r, v in sorted(rank_logs.items())}
+    if failure is not None:
+        meta["failed_rank"] = failure.rank
+        meta["failed_rank_stderr"] = failure.stderr_tail.splitlines()[-15:]
+    try:
+        write_run(dest, pd.DataFrame(rows, columns=list(ROW_KEYS)), meta, force=force)
+    except (OSError, ValueError, InputError) as exc:
+        log.error("could not write the %s run to %s: %s", status, dest, exc)

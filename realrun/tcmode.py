@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import subprocess
+from pathlib import Path
 
 from sim.errors import InputError
 from traces.model import PiecewiseTrace
@@ -19,7 +20,8 @@ from traces.model import PiecewiseTrace
 from .shaper import TraceShaper, run_tc
 from .traceplayer import Breakpoint
 
-__all__ = ["netem_unavailable_reason", "check_tc_mode", "netem_args", "start_tc_shaper"]
+__all__ = ["netem_unavailable_reason", "check_tc_mode", "netem_args", "start_tc_shaper",
+           "start_tc_shaper_from_file"]
 
 
 def netem_unavailable_reason() -> str | None:
@@ -82,4 +84,19 @@ def start_tc_shaper(
 
     shaper = TraceShaper(trace, apply, horizon_s=horizon_s)
     shaper.start(t0_s)
+    return shaper
+
+
+def start_tc_shaper_from_file(iface: str, trace: PiecewiseTrace, t0_file: Path) -> TraceShaper:
+    """Apply the trace's first state to ``iface`` now and follow the trace from the origin rank
+    0 writes to ``t0_file`` (the launcher's shaper; the launcher restores the qdisc)."""
+    lat0, bw0, _ = trace.state_at(0.0)
+    run_tc(["tc", "qdisc", "replace", "dev", iface, "root", *netem_args(lat0, bw0)])
+
+    def apply(bp: Breakpoint) -> None:
+        run_tc(["tc", "qdisc", "replace", "dev", iface, "root",
+                *netem_args(bp.latency_s, bp.bandwidth_Bps)])
+
+    shaper = TraceShaper(trace, apply)
+    shaper.start(t0_file=t0_file)
     return shaper

@@ -4,9 +4,12 @@ Started by ``compctl real`` (one process per rank) or directly by torchrun::
 
     torchrun --nproc-per-node 2 -m realrun.worker --config cfg.json --out runs/r
 
-It reads ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` from the environment
-(as torchrun sets them). Records: one row per iteration, timings agreed across ranks (max), in
-the simulator's schema with ``source="real"``.
+It reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` from the
+environment (as torchrun sets them). Under torchrun the agent's store is used; started by
+``compctl real``, rank 0 serves the store on ``MASTER_ADDR`` only (:mod:`realrun.rendezvous`).
+Records: one row per iteration, timings agreed across ranks (max), in the simulator's schema with
+``source="real"``; with ``--log-dir`` every rank also appends its own measurements as it goes
+(:mod:`realrun.rank_log`), so a run that stops early keeps them.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -27,26 +29,30 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .config import RealConfig
+from .devices import (
+    IterationTimer,
+    machine_facts,
+    rank_device,
+    resolve_backend,
+    resolve_device,
+)
 from .emulation import HookEmulator
 from .hook import CompressionHookState, IterationStats, compression_hook
+from .lifecycle import LAUNCHER_PID_ENV, die_with_launcher, drop_privileges, launcher_alive
+from .rank_log import RankLog
 from .traceplayer import TracePlayer
 
-__all__ = ["train_rank", "main", "T0_FILE_ENV"]
+__all__ = ["train_rank", "main", "split_iteration", "T0_FILE_ENV"]
 
 log = logging.getLogger(__name__)
 
 #: Environment variable naming a file where rank 0 writes the run's time origin
 #: (CLOCK_MONOTONIC seconds) for the kernel shaper of ``netns``/``tc`` modes.
 T0_FILE_ENV = "COMPCTL_T0_FILE"
-
-
-def _backend(cfg: RealConfig) -> str:
-    if cfg.backend != "auto":
-        return cfg.backend
-    return "nccl" if torch.cuda.is_available() else "gloo"
 
 
 def _tc_shaper(cfg: RealConfig, trace: Any, t0: float) -> Any:
@@ -57,26 +63,49 @@ def _tc_shaper(cfg: RealConfig, trace: Any, t0: float) -> Any:
 
 
 def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, force: bool = False,
-               progress: bool = False) -> list[dict[str, Any]]:
+               progress: bool = False, device: torch.device | None = None,
+               log_dir: Path | None = None) -> list[dict[str, Any]]:
     """Train on an initialised process group; returns the records (rank 0 also writes them).
 
-    The process group must already be initialised (``dist.init_process_group``).
+    The process group must already be initialised (``dist.init_process_group``). ``device`` is
+    this rank's device (CPU by default); with ``log_dir`` the rank appends its measurements
+    there after every iteration.
     """
+    dev = device if device is not None else torch.device("cpu")
+    rlog = RankLog(log_dir, rank)
+    try:
+        return _train(cfg, rank, world, out, force, progress, dev, rlog)
+    finally:
+        rlog.close()
+
+
+def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool,
+           progress: bool, dev: torch.device, rlog: RankLog) -> list[dict[str, Any]]:
     from .synthetic import synthetic_workload
     from .workloads import get_workload
 
     torch.set_num_threads(cfg.threads)
     wl = synthetic_workload(cfg.workload) if cfg.synthetic else get_workload(cfg.workload)
-    model = wl.build_model(cfg.seed)
+    # Model first on the device, then DDP and the optimizer, so parameters, gradient buckets
+    # and optimizer state all live there.
+    model = wl.build_model(cfg.seed).to(dev)
     names = {id(p): n for n, p in model.named_parameters()}
-    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)
+    ids = [dev.index] if dev.type == "cuda" else None
+    ddp = DDP(model, device_ids=ids, bucket_cap_mb=cfg.bucket_cap_mb)
     batch = cfg.batch_size or wl.default_batch_size
-    data = wl.batches(rank, world, batch, cfg.seed)
+    data = _on_device(wl.batches(rank, world, batch, cfg.seed), dev)
     opt = wl.make_optimizer(ddp.parameters(), lr=cfg.lr)
 
     from sim.control import make_policy
 
     controller = make_policy(cfg.policy, seed=cfg.seed, **cfg.policy_params)
+    bind_progress = getattr(controller, "bind_progress", None)
+    if callable(bind_progress):
+        # The same convergence model as the simulator's for this workload (its own capture, or
+        # a borrowed one); the gain the controller observes is measured by the hook.
+        from sim.control.progress import ProgressModel
+
+        bind_progress(ProgressModel.for_workload(cfg.workload))
     trace = cfg.link_trace()
     player = TracePlayer(trace) if trace is not None else None
     hook_mode = cfg.emulation if cfg.emulation in ("hook", "netns") else "none"
@@ -92,6 +121,7 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
         emulator=emulator,
         param_names=names,
         agree_each_step=cfg.agree_each_step(),
+        device=dev,
     )
     if cfg.use_hook:
         ddp.register_comm_hook(state, compression_hook)
@@ -113,10 +143,10 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
             player.start(now)
         t0_file = os.environ.get(T0_FILE_ENV)
         if rank == 0 and t0_file:
-            tmp = Path(t0_file + ".tmp")
-            tmp.write_text(repr(now))
-            os.replace(tmp, t0_file)
-        if cfg.emulation == "tc" and int(os.environ.get("LOCAL_RANK", rank)) == 0:
+            atomic_write_text(t0_file, repr(now))
+        # Under compctl's launcher the launcher shapes (and restores) the interface itself.
+        if (cfg.emulation == "tc" and int(os.environ.get("LOCAL_RANK", rank)) == 0
+                and os.environ.get(LAUNCHER_PID_ENV) is None):
             shaper = _tc_shaper(cfg, trace, now)
         return now
 
@@ -133,6 +163,7 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
     losses: list[float] = []
     plain_iter: list[float] = []
     evals: dict[int, dict[str, float]] = {}
+    timer = IterationTimer(dev)
     try:
         for it in range(cfg.steps):
             if it == 1:
@@ -140,19 +171,20 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
             # Iteration ``it`` runs from this instant to the next iteration's: its time includes
             # the batch, the hook's bookkeeping and every wait, so the iteration times add up to
             # the trace clock exactly, as the simulator's do.
-            t_a = time.perf_counter()
+            timer.start()
             starts.append(time.monotonic() - t0 if it > 0 else 0.0)
             x, y = first if it == 0 else next(data)
             loss = wl.loss_fn(ddp(x), y)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-            iter_s = time.perf_counter() - t_a
+            iter_s = timer.stop()
             losses.append(float(loss.detach()))
             if cfg.use_hook:
                 state.end_iteration(iter_s=iter_s, wait=False)
             else:
                 plain_iter.append(iter_s)
+            _log_iteration(rlog, cfg, state, it, starts[-1], iter_s, losses[-1], trace)
             if (it + 1) % cfg.eval_every == 0 or it + 1 == cfg.steps:
                 # Every rank evaluates the same model (same cost), then they line up again,
                 # so evaluation never leaks into the next iteration's timings. The trace clock
@@ -160,6 +192,7 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
                 ev = wl.evaluate(model) if not cfg.synthetic else {}
                 evals[it] = {"eval_loss": ev.get("loss", float("nan")),
                              "accuracy": ev.get("accuracy", float("nan"))}
+                rlog.write("eval", iteration=it, **evals[it])
                 if it + 1 < cfg.steps:
                     dist.barrier()
             if bar is not None:
@@ -169,27 +202,54 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
             state.flush()
             history = state.history
         else:
-            history = _agree_plain(plain_iter, world)
-        rows = _rows(cfg, history, starts, trace, losses, evals, world)
+            history = _agree_plain(plain_iter, world, dev)
+        rows = _rows(cfg, history, starts, trace, losses, evals, world, dev)
     finally:
         if bar is not None:
             bar.close()
         if shaper is not None:
             shaper.stop()
-    if rank == 0 and out is not None:
-        _write(cfg, rows, out, world, force, model, state)
+    if rank == 0 and out is not None and launcher_alive():
+        _write(cfg, rows, out, world, force, model, dev)
     # Every rank leaves together: no rank tears its process group down while another still
     # finishes a collective (or rank 0 still writes).
     dist.barrier()
     return rows
 
 
-def _agree_plain(iter_s: list[float], world: int) -> list[IterationStats]:
+def _on_device(batches: Any, dev: torch.device) -> Any:
+    """The batches moved to ``dev`` (unchanged on CPU)."""
+    if dev.type == "cpu":
+        yield from batches
+        return
+    for x, y in batches:
+        yield x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+
+
+def _log_iteration(rlog: RankLog, cfg: RealConfig, state: CompressionHookState, it: int,
+                   start_s: float, iter_s: float, loss: float, trace: Any) -> None:
+    """Append this rank's own view of iteration ``it`` (agreed values come at the end)."""
+    values: dict[str, Any] = {"iteration": it, "start_s": start_s, "iter_s": iter_s,
+                              "loss": loss}
+    if trace is not None:
+        values.update(latency_s=trace.latency_at(start_s), bandwidth_Bps=trace.bandwidth_at(start_s))
+    local = state.last_local if cfg.use_hook else None
+    if local is not None and local[0].iteration == it:
+        cur, row = local
+        values.update(comm_s=row[1], exposed_comm_s=row[2], compress_s=row[3],
+                      compute_s=row[4], bytes_sent=row[7], density=cur.decision.density,
+                      compressor=cur.decision.compressor, collective=cur.decision.collective,
+                      warmup=cur.warmup)
+    rlog.write("iteration", **values)
+
+
+def _agree_plain(iter_s: list[float], world: int, dev: torch.device) -> list[IterationStats]:
     """Stats for DDP's built-in allreduce (no hook): only the iteration time is known."""
     from sim.control.types import Decision
 
-    t = torch.tensor(iter_s, dtype=torch.float64)
+    t = torch.tensor(iter_s, dtype=torch.float64, device=dev)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    t = t.cpu()
     nan = float("nan")
     return [IterationStats(it, Decision(), v, nan, nan, 0.0, nan, nan, 1.0, nan, None, None,
                            None, False) for it, v in enumerate(t.tolist())]
@@ -197,14 +257,14 @@ def _agree_plain(iter_s: list[float], world: int) -> list[IterationStats]:
 
 def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], trace: Any,
           losses: list[float], evals: dict[int, dict[str, float]],
-          world: int) -> list[dict[str, Any]]:
+          world: int, dev: torch.device) -> list[dict[str, Any]]:
     """The run's records: agree losses (mean) and start times (mean over ranks) in one
     collective, and make ``iter_s`` the start-to-start time (the last iteration's is measured
     to its end); ``compute_s`` is what remains after communication and compression."""
     n = len(starts)
-    vec = torch.tensor(losses + starts, dtype=torch.float64)
+    vec = torch.tensor(losses + starts, dtype=torch.float64, device=dev)
     dist.all_reduce(vec)
-    both = (vec / world).tolist()
+    both = (vec / world).cpu().tolist()
     loss_mean, start_mean = both[:n], both[n:]
     rows = []
     for it, st in enumerate(history):
@@ -216,10 +276,25 @@ def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], t
         row = _row(cfg, st, start_s, trace, loss_mean[it])
         row["iter_s"] = iter_s
         if cfg.use_hook and iter_s == iter_s:
-            row["compute_s"] = max(iter_s - st.exposed_comm_s - st.compress_s, 0.0)
+            row["exposed_comm_s"], row["compress_s"], row["compute_s"] = split_iteration(
+                iter_s, st.exposed_comm_s, st.compress_s)
         row.update(evals.get(it, {}))
         rows.append(row)
     return rows
+
+
+def split_iteration(iter_s: float, exposed_s: float, compress_s: float
+                    ) -> tuple[float, float, float]:
+    """(exposed communication, compression, compute) of an iteration that lasted ``iter_s``.
+
+    The measured parts are maxima over ranks, while ``iter_s`` is the mean start-to-start
+    time: a rank that reached the collective early waits there longer than the mean
+    iteration lasts (seen in netns runs as exposed_comm_s > iter_s). The parts are therefore
+    bounded by the iteration, compression first and the wait after it, and compute is what
+    remains; the three always add up to ``iter_s``."""
+    compress = min(max(compress_s, 0.0), iter_s)
+    exposed = min(max(exposed_s, 0.0), iter_s - compress)
+    return exposed, compress, iter_s - compress - exposed
 
 
 def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,
@@ -254,75 +329,73 @@ def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,
 
 
 def _write(cfg: RealConfig, rows: list[dict[str, Any]], out: Path, world: int, force: bool,
-           model: torch.nn.Module, state: CompressionHookState) -> None:
+           model: torch.nn.Module, dev: torch.device) -> None:
     import pandas as pd
 
     from sim.rundir import write_run
-    from sim.schema import SCHEMA_VERSION
 
-    df = pd.DataFrame(rows)
+    from .run_meta import run_meta
+
     n_params = sum(p.numel() for p in model.parameters())
-    meta = {
-        "schema_version": SCHEMA_VERSION,
-        "source": "real",
-        "config": cfg.to_dict(),
-        "emulation": {
-            "mode": cfg.emulation,
-            "delay": {"none": "none", "hook": "hook", "netns": "hook", "tc": "netem"}[
-                cfg.emulation
-            ],
-            "bandwidth": {"none": "none", "hook": "hook", "netns": "tbf", "tc": "netem"}[
-                cfg.emulation
-            ],
-        },
-        "workers": world,
-        "agree_each_step": bool(cfg.use_hook and cfg.agree_each_step()),
-        "workload": cfg.workload,
-        "params": int(n_params),
-        "grad_bytes": int(n_params * 4),
-        "policy": cfg.policy,
-        "trace": cfg.trace,
-        "iterations": cfg.steps,
-        "seed": cfg.seed,
-        "bucket_bytes": cfg.bucket_cap_mb * 2**20,
-        "backend": dist.get_backend(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "host": platform.node(),
-        "final_accuracy": rows[-1]["accuracy"] if rows else None,
-    }
-    write_run(out, df, meta, force=force)
+    meta = run_meta(cfg, world=world, params=int(n_params), backend=str(dist.get_backend()),
+                    device=dev.type, status="complete")
+    meta["final_accuracy"] = rows[-1]["accuracy"] if rows else None
+    write_run(out, pd.DataFrame(rows), meta, force=force)
     log.info("wrote %s", out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of one rank (``python -m realrun.worker``)."""
+    if not die_with_launcher():
+        return 1  # the launcher is gone: never train (or write) on its behalf
     p = argparse.ArgumentParser(prog="realrun.worker", description=__doc__)
     p.add_argument("--config", required=True, help="RealConfig as JSON")
     p.add_argument("--out", default=None, help="run directory rank 0 writes")
     p.add_argument("--force", action="store_true")
     p.add_argument("--progress", action="store_true")
+    p.add_argument("--log-dir", default=None, help="folder for per-rank records as they go")
+    p.add_argument("--timeout-s", type=float, default=300.0,
+                   help="rendezvous and collective timeout (seconds)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = RealConfig.from_dict(json.loads(Path(args.config).read_text()))
         rank = int(os.environ["RANK"])
         world = int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        kind = resolve_device(cfg.device, local_ranks=local_world, facts=machine_facts())
+        backend = resolve_backend(cfg.backend, kind)
     except (InputError, KeyError, ValueError) as exc:
         sys.stderr.write(f"realrun.worker: error: {exc}\n")
         return 2
-    dist.init_process_group(
-        _backend(cfg), rank=rank, world_size=world, timeout=timedelta(seconds=300)
-    )
+    device = rank_device(kind, local_rank)
+    _init_group(backend, rank, world, args.timeout_s)
+    drop_privileges()
     try:
         train_rank(cfg, rank, world, Path(args.out) if args.out else None, force=args.force,
-                   progress=args.progress)
+                   progress=args.progress, device=device,
+                   log_dir=Path(args.log_dir) if args.log_dir else None)
     except InputError as exc:
         sys.stderr.write(f"realrun.worker: rank {rank}: error: {exc}\n")
         return 2
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def _init_group(backend: str, rank: int, world: int, timeout_s: float) -> None:
+    """Join the process group: through torchrun's agent store when torchrun started us, else
+    through a store rank 0 serves on ``MASTER_ADDR`` only (never on every interface)."""
+    timeout = timedelta(seconds=timeout_s)
+    if os.environ.get(LAUNCHER_PID_ENV) is None:
+        dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout)
+        return
+    from .rendezvous import make_store
+
+    store = make_store(rank, world, os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                       timeout_s)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
 
 
 if __name__ == "__main__":  # pragma: no cover

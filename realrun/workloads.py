@@ -163,6 +163,8 @@ def _classify_eval(image: bool) -> Callable[[nn.Module], dict[str, float]]:
 def _eval_logits(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
     was_training = model.training
     model.eval()
+    dev = next(model.parameters()).device
+    x, y = x.to(dev), y.to(dev)
     try:
         with torch.no_grad():
             logits = model(x)

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from realrun.workloads import get_workload
+from sim.atomic_files import atomic_write_text
 
 __all__ = ["measure_profile", "layer_table", "main"]
 
@@ -132,9 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     prof = measure_profile(args.workload, iterations=args.iterations, threads=args.threads)
     out = args.out or _PROFILE_DIR / f"{args.workload}.json"
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(prof, indent=1) + "\n")
-    tmp.replace(out)
+    atomic_write_text(out, json.dumps(prof, indent=1) + "\n")
     sys.stderr.write(f"wrote {out}\n")
     return 0
 

@@ -161,12 +161,22 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         choices=("auto", "off"),
         help="auto: add progress and predicted loss/accuracy from captured gradient statistics",
     )
-    p.add_argument("--fidelity", default="analytic", help="fidelity level (analytic)")
+    p.add_argument("--fidelity", default="analytic", help="analytic (default) or stepwise")
+    _add_stepwise_args(p)
+    p.add_argument(
+        "--events", help="stepwise: write the first iteration's timeline (Chrome trace JSON)"
+    )
     p.add_argument("--out", help="run directory to write (records.parquet, meta.json)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary text")
     p.set_defaults(func=_run_sim)
+
+
+def _add_stepwise_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--transport", default="ideal", help="stepwise: ideal (default), nccl or gloo")
+    p.add_argument("--topology", help="stepwise: topology TOML file or bundled name")
+    p.add_argument("--calibration", help="stepwise: transport calibration file (JSON/TOML)")
 
 
 def _sim_config(args: argparse.Namespace) -> Any:
@@ -200,6 +210,9 @@ def _sim_config(args: argparse.Namespace) -> Any:
         / 8,
         monitor=args.monitor,
         convergence=args.convergence,
+        transport=args.transport,
+        topology=args.topology,
+        calibration=args.calibration,
     )
 
 
@@ -212,7 +225,9 @@ def _run_sim(args: argparse.Namespace) -> int:
     check_config(cfg)
     if args.out:
         check_out_dir(args.out, force=args.force)
-    records, meta = run_simulation(cfg, progress=not args.quiet)
+    if args.events and cfg.fidelity != "stepwise":
+        raise InputError("--events needs --fidelity stepwise")
+    records, meta = run_simulation(cfg, progress=not args.quiet, events=args.events)
     if args.out:
         write_run(args.out, records, meta, force=args.force)
     summary = {
@@ -226,6 +241,8 @@ def _run_sim(args: argparse.Namespace) -> int:
         "bytes_sent_per_worker": float(records["bytes_sent"].sum()),
         "out": args.out,
     }
+    if "straggler_wait_s" in records:
+        summary["mean_straggler_wait_s"] = float(records["straggler_wait_s"].mean())
     if args.json:
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")
     elif not args.quiet:
@@ -278,6 +295,13 @@ def _add_cost(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--gpus-per-node", type=int, default=1, help="for hierarchical")
     p.add_argument("--intra-latency-us", type=float, default=5.0, help="for hierarchical")
     p.add_argument("--intra-bandwidth-gbps", type=float, default=800.0, help="for hierarchical")
+    p.add_argument(
+        "--fidelity",
+        default="analytic",
+        choices=("analytic", "stepwise"),
+        help="stepwise: also the schedule over links with --transport",
+    )
+    _add_stepwise_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_run_cost)
 
@@ -316,7 +340,7 @@ def cost_summary(args: argparse.Namespace) -> dict[str, Any]:
     time_s = (
         shape.fixed_before_s + shape.terms.time_s(latency_s, bandwidth_Bps) + shape.fixed_after_s
     )
-    return {
+    out: dict[str, Any] = {
         "collective": coll,
         "workers": args.workers,
         "bytes": nbytes,
@@ -330,6 +354,32 @@ def cost_summary(args: argparse.Namespace) -> dict[str, Any]:
         "time_s": time_s,
         "compress_s": spec.compute_s(numel, density),
     }
+    if getattr(args, "fidelity", "analytic") == "stepwise":
+        from sim.stepwise_cost import stepwise_collective
+
+        sw = stepwise_collective(
+            coll,
+            args.workers,
+            payload,
+            latency_s=latency_s,
+            bandwidth_Bps=bandwidth_Bps,
+            transport=args.transport,
+            calibration=args.calibration,
+            topology=args.topology,
+            gpus_per_node=args.gpus_per_node,
+            intra_latency_s=intra.latency_s,
+            intra_bandwidth_Bps=intra.bandwidth_Bps,
+        )
+        out.update(
+            fidelity="stepwise",
+            stepwise_time_s=sw["time_s"],
+            transport=sw["transport"],
+            chunks=sw["chunks"],
+            steps=sw["steps"],
+        )
+    elif getattr(args, "transport", "ideal") != "ideal" or getattr(args, "topology", None):
+        raise InputError("--transport and --topology need --fidelity stepwise")
+    return out
 
 
 def _run_cost(args: argparse.Namespace) -> int:
@@ -342,6 +392,11 @@ def _run_cost(args: argparse.Namespace) -> int:
             f"{s['compressor']} at density {s['density']:g}: {s['payload_bytes']:.6g} bytes "
             "per worker)\n"
         )
+        if "stepwise_time_s" in s:
+            sys.stdout.write(
+                f"{s['stepwise_time_s']:.6g} s  stepwise ({s['transport']} transport, "
+                f"{s['steps']} steps, {s['chunks']} chunks per step)\n"
+            )
     return 0
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from traces.model import PiecewiseTrace, TraceSet, bottleneck
 
 from .collectives import IntraNodeLink
+from .resource_bounds import straggler_chunk_rows
 
 __all__ = ["Cluster", "StragglerModel", "paced_trace", "unroll_horizon_s"]
 
@@ -72,7 +73,7 @@ class StragglerModel:
         self.sigma = float(sigma)
         self.speed_sigma = float(speed_sigma)
         self._rng = rng
-        self._chunk = max(1, int(chunk))
+        self._chunk = straggler_chunk_rows(self.n_workers, chunk)  # bounded buffer, same draws
         self._buf: list[float] = []
         self._pos = 0
         self._speed: np.ndarray | None = None

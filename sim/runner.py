@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sim.errors import InputError
+from sim.resource_bounds import check_sim_bounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 #: Fidelity levels this version implements.
-FIDELITIES: tuple[str, ...] = ("analytic",)
+FIDELITIES: tuple[str, ...] = ("analytic", "stepwise")
 
 _ParamValue = bool | int | float | str
 _FLOAT_FIELDS = (
@@ -55,6 +56,9 @@ _FLOAT_FIELDS = (
     "intra_bandwidth_Bps",
 )
 
+
+#: Stepwise-only fields and their defaults (left out of ``to_dict`` when at the default).
+_STEPWISE_DEFAULTS: dict[str, Any] = {"transport": "ideal", "topology": None, "calibration": None}
 
 #: The collective value that asks the policy to pick the collective per decision.
 _AUTO = "auto"
@@ -114,7 +118,9 @@ class SimConfig:
         iterations: number of training iterations to simulate.
         seed: root seed; every random stream of the run derives from it.
         bucket_bytes: DDP bucket capacity in dense bytes (25 MB, as torch DDP's default).
-        fidelity: simulation fidelity level; this version implements ``analytic``.
+        fidelity: simulation fidelity level: ``analytic`` (one closed form per collective over
+            the pacing link) or ``stepwise`` (per-worker compute, each collective's schedule
+            over the topology's links, chunk pipelining; :mod:`sim.engine_stepwise`).
         compute_scale: multiplies the profile's compute times (slower or faster device).
         compress_scale: multiplies the compressor specs' compression times (they are calibrated
             on whatever machine ran ``compctl compress calibrate``; scale them to the profile's
@@ -140,6 +146,14 @@ class SimConfig:
             ``fixed`` policies with a fixed collective, which ignore them; with
             ``collective="auto"`` they need them; the monitor's fit costs far more than the
             simulation itself).
+        transport: stepwise only: ``ideal``, ``nccl``, ``gloo`` or a set of ``calibration``
+            (:mod:`sim.transports`).
+        topology: stepwise only: a topology TOML file or bundled name (:mod:`sim.topology`);
+            ``None`` is the flat cluster of the analytic level.
+        calibration: stepwise only: a transport calibration file (JSON or TOML).
+
+    The three stepwise-only fields appear in :meth:`to_dict` only when not at their defaults,
+    so analytic configurations (and their run ids) are unchanged.
     """
 
     workload: str
@@ -165,6 +179,9 @@ class SimConfig:
     dtype_bytes: int = 4
     monitor: str = "auto"
     convergence: str = "auto"
+    transport: str = "ideal"
+    topology: str | None = None
+    calibration: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
@@ -214,6 +231,14 @@ class SimConfig:
             raise InputError(
                 f"fidelity must be one of {', '.join(FIDELITIES)}, got {self.fidelity!r}"
             )
+        need_str("transport", self.transport)
+        for name in ("topology", "calibration"):
+            if getattr(self, name) is not None:
+                need_str(name, getattr(self, name))
+        if self.fidelity == "analytic" and (
+            self.transport != "ideal" or self.topology is not None or self.calibration is not None
+        ):
+            raise InputError("transport, topology and calibration need fidelity stepwise")
         if self.monitor not in ("auto", "on", "off"):
             raise InputError(f"monitor must be auto, on or off, got {self.monitor!r}")
         if self.convergence not in ("auto", "off"):
@@ -233,12 +258,21 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
+        check_sim_bounds(
+            workers=self.workers,
+            iterations=self.iterations,
+            straggler_sigma=self.straggler_sigma,
+            worker_speed_sigma=self.worker_speed_sigma,
+        )
 
     # --------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
         d = asdict(self)
         d["policy_params"] = dict(self.policy_params)
+        for name, default in _STEPWISE_DEFAULTS.items():
+            if d[name] == default:
+                del d[name]
         return d
 
     @classmethod
@@ -308,13 +342,18 @@ class SimConfig:
 
 
 def run_simulation(
-    cfg: SimConfig, *, progress: bool = False, traces: TraceSet | None = None
+    cfg: SimConfig,
+    *,
+    progress: bool = False,
+    traces: TraceSet | None = None,
+    events: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate ``cfg``; returns (records with one row per iteration, metadata).
 
     ``traces``, if given, is used instead of resolving ``cfg.trace`` (which then only labels the
     run): for programs that build per-link trace sets in memory. ``progress`` shows a tqdm bar on
-    a terminal.
+    a terminal. ``events`` (stepwise only) writes the first iteration's event timeline there
+    as Chrome trace JSON.
 
     The records hold every column of :data:`sim.schema.REQUIRED_COLUMNS` with ``source="sim"``,
     plus ``comm_s``, ``gain``, ``est_latency_s`` and ``est_bandwidth_Bps``. Same config, same
@@ -322,7 +361,9 @@ def run_simulation(
     """
     from .engine import simulate
 
-    records, meta = simulate(cfg, progress=progress, traces=traces)
+    if events is not None and cfg.fidelity != "stepwise":
+        raise InputError("an event timeline needs fidelity stepwise")
+    records, meta = simulate(cfg, progress=progress, traces=traces, events=events)
     if cfg.convergence == "auto":
         records, meta = _add_convergence(cfg, records, meta)
     return records, meta

@@ -21,6 +21,9 @@ from typing import Any
 
 from sim.errors import InputError
 
+#: Largest JSON workload profile read (the bundled ones are a few kB).
+_PROFILE_MAX_BYTES = 16 << 20
+
 __all__ = ["Bucket", "WorkloadProfile", "PROFILE_DIR", "profile_names", "load_profile"]
 
 #: Directory of the built-in JSON profiles.
@@ -173,6 +176,8 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> WorkloadProfile:
         path = Path(s)
         if not path.is_file():
             raise InputError(f"{path}: no such workload profile file")
+    if path.stat().st_size > _PROFILE_MAX_BYTES:
+        raise InputError(f"{path}: larger than {_PROFILE_MAX_BYTES >> 20} MiB; not a profile")
     try:
         data = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from sim.atomic_files import atomic_path, atomic_write_text
+
 from . import generators as gen
 from .bundled import DATA_DIR
 from .csvio import write_trace_csv
@@ -73,9 +75,7 @@ def _write(ts: TraceSet, name: str, description: str, source: str, out_dir: Path
     write_trace_csv(TraceSet(ts.links, name=name), path)
     body = path.read_text()
     header = f"# description: {description}\n# source: {source}\n"
-    tmp = path.with_suffix(".csv.tmp")
-    tmp.write_text(header + body)
-    tmp.replace(path)
+    atomic_write_text(path, header + body)
     return path
 
 
@@ -92,12 +92,10 @@ def _copy_skyplane_subset(src: Path, dst: Path) -> None:
             header = next(reader)
             s, d = header.index("src_region"), header.index("dst_region")
             rows = [r for r in reader if r[s] in keep and r[d] in keep]
-        tmp = dst / f".{fname}.tmp"
-        with tmp.open("w", newline="") as fout:
+        with atomic_path(dst / fname) as tmp, tmp.open("w", newline="") as fout:
             w = csv.writer(fout, lineterminator="\n")
             w.writerow(header)
             w.writerows(rows)
-        tmp.replace(dst / fname)
     shutil.copyfile(src / "LICENSE", dst / "LICENSE")
     (dst / "README.md").write_text(
         "# Skyplane inter-cloud matrices (reduced subset)\n\n"

@@ -18,13 +18,16 @@ import csv
 import io
 import math
 import os
-import tempfile
+from array import array
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from sim.atomic_files import atomic_write_bytes
 from sim.errors import InputError
 
+from .input_limits import MAX_TEXT_BYTES, MAX_TRACE_ROWS, check_file_size
 from .model import PiecewiseTrace, TraceSet
 
 __all__ = ["REQUIRED_COLUMNS", "read_trace", "write_trace_csv", "write_trace_parquet", "to_rows"]
@@ -75,16 +78,21 @@ def _build(
     n = len(cols["time_s"])
     if n == 0:
         raise InputError(f"{where}: trace has a header but no rows")
-    links = [str(x) for x in cols["link"]] if "link" in cols else ["*"] * n
-    order: list[str] = list(dict.fromkeys(links))
     arrays = {c: num(c, cols[c]) for c in REQUIRED_COLUMNS}
     loss = num("loss", cols["loss"]) if "loss" in cols else np.zeros(n)
-    rows_of: dict[str, list[int]] = {lab: [] for lab in order}
-    for i, lab in enumerate(links):  # one pass: linear in rows, whatever the number of links
-        rows_of[lab].append(i)
+    rows_of: dict[str, np.ndarray | slice] = {"*": slice(None)}
+    if "link" in cols:
+        # Rows of each link in file order, links in order of first appearance; linear in rows.
+        index: dict[str, int] = {}
+        codes = np.fromiter(
+            (index.setdefault(str(x), len(index)) for x in cols["link"]), dtype=np.intp, count=n
+        )
+        by_link = np.split(
+            np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes))[:-1]
+        )
+        rows_of = dict(zip(index, by_link, strict=True))
     out: dict[str, PiecewiseTrace] = {}
-    for lab in order:
-        sel = np.asarray(rows_of[lab], dtype=np.intp)
+    for lab, sel in rows_of.items():
         try:
             out[lab] = PiecewiseTrace(
                 arrays["time_s"][sel],
@@ -100,43 +108,86 @@ def _build(
     return TraceSet(out, name=name)
 
 
-def _read_csv(path: Path) -> TraceSet:
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text CSV file") from None
-    meta: dict[str, str] = {}
-    body: list[str] = []
-    for line in text.splitlines():
+def _body_lines(lines: Iterator[str], meta: dict[str, str]) -> Iterator[str]:
+    """Non-blank, non-comment lines, stripped; ``# key: value`` lines before the header -> meta."""
+    started = False
+    for line in lines:
         s = line.strip()
         if not s:
             continue
         if s.startswith("#"):
-            if ":" in s and not body:
+            if ":" in s and not started:
                 k, v = s[1:].split(":", 1)
                 meta[k.strip()] = v.strip()
             continue
-        body.append(s)
-    if not body:
-        raise InputError(f"{path}: empty trace file (no header, no rows)")
-    reader = csv.reader(io.StringIO("\n".join(body)))
-    rows = list(reader)
-    header = [h.strip() for h in rows[0]]
-    _check_header(header, str(path))
-    cols: dict[str, list[str]] = {h: [] for h in header}
-    for i, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise InputError(f"{path}: line {i}: expected {len(header)} fields, got {len(row)}")
-        for h, v in zip(header, row, strict=True):
-            cols[h].append(v.strip())
+        started = True
+        yield s
+
+
+def _read_csv(path: Path) -> TraceSet:
+    # Streamed: numbers go straight into float arrays (8 bytes a value), so memory stays a small
+    # multiple of the rows kept, and both the file size and the row count are bounded first.
+    check_file_size(path, MAX_TEXT_BYTES, "CSV trace")
+    meta: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            reader = csv.reader(_body_lines(fh, meta))
+            header = [h.strip() for h in next(reader, [])]
+            if not header:
+                raise InputError(f"{path}: empty trace file (no header, no rows)")
+            _check_header(header, str(path))
+            cols = _parse_rows(reader, header, path)
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text CSV file") from None
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a readable CSV file ({exc})") from None
     return _build(cols, meta, str(path), path.stem)
+
+
+def _parse_rows(
+    reader: Iterator[list[str]], header: list[str], path: Path
+) -> dict[str, np.ndarray]:
+    numeric = [h != "link" for h in header]
+    values: list[array[float]] = [array("d") for _ in header]
+    labels: list[str] = []
+    interned: dict[str, str] = {}
+    for n, row in enumerate(reader, start=1):
+        if n > MAX_TRACE_ROWS:
+            raise InputError(f"{path}: more than {MAX_TRACE_ROWS:,} rows (the limit for a trace)")
+        if len(row) != len(header):
+            raise InputError(
+                f"{path}: line {n + 1}: expected {len(header)} fields, got {len(row)}"
+            )
+        for j, v in enumerate(row):
+            v = v.strip()
+            if not numeric[j]:
+                labels.append(interned.setdefault(v, v))
+                continue
+            try:
+                values[j].append(float(v))
+            except ValueError:
+                raise InputError(
+                    f"{path}: row {n}: {header[j]} value {v!r} is not a number"
+                ) from None
+    cols: dict[str, np.ndarray] = {}
+    for j, h in enumerate(header):
+        cols[h] = np.array(labels, dtype=object) if not numeric[j] else np.frombuffer(
+            values[j], dtype=np.float64
+        )
+    return cols
 
 
 def _read_parquet(path: Path) -> TraceSet:
     import pyarrow.parquet as pq
 
+    check_file_size(path, MAX_TEXT_BYTES, "Parquet trace")
     try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+        if rows > MAX_TRACE_ROWS:
+            raise InputError(f"{path}: {rows:,} rows is more than the limit of {MAX_TRACE_ROWS:,}")
         table = pq.read_table(path)
+    except InputError:
+        raise
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise InputError(f"{path}: not a readable parquet file ({exc.__class__.__name__})") from None
     header = list(table.column_names)
@@ -181,15 +232,7 @@ def _period_of(ts: TraceSet) -> float | None:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_bytes(path, data)
 
 
 def write_trace_csv(ts: TraceSet, path: str | os.PathLike[str]) -> None:

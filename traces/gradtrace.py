@@ -44,14 +44,16 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from sim.atomic_files import atomic_write_bytes
 from sim.errors import InputError
+
+from .npz_reader import read_npz_bounded
 
 __all__ = [
     "FORMAT",
@@ -214,7 +216,12 @@ def _from_arrays(arrays: dict[str, np.ndarray], where: str) -> GradTrace:
             raise _fail(where, f"{k} is not numeric")
         fields[k] = arr.astype(np.int64 if k in ints else np.float64)
     tr = GradTrace(**fields)
-    _validate(tr, where)
+    try:
+        _validate(tr, where)
+    except InputError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a header of the wrong shape
+        raise _fail(where, f"malformed header ({exc.__class__.__name__}: {exc})") from None
     return tr
 
 
@@ -223,11 +230,7 @@ def read_gradtrace(path: str | os.PathLike[str]) -> GradTrace:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such gradient trace file")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError) as exc:
-        raise _fail(str(p), f"cannot read as .npz ({exc.__class__.__name__})") from None
+    arrays = read_npz_bounded(p, what="gradient trace (.npz)")
     return _from_arrays(arrays, str(p))
 
 
@@ -240,16 +243,7 @@ def write_gradtrace(trace: GradTrace, path: str | os.PathLike[str]) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     np.savez_compressed(buf, **trace.to_arrays())  # type: ignore[arg-type]
-    fd, tmp = tempfile.mkstemp(prefix=".gradtrace-", suffix=".npz", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(buf.getvalue())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a trace is data meant to be shared
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_bytes(p, buf.getvalue())
     return p
 
 

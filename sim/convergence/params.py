@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 __all__ = ["ConvergenceParams", "Prediction", "RealCurve"]
@@ -88,10 +89,7 @@ class ConvergenceParams:
         """Write atomically as JSON."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n")
-        tmp.replace(p)
-        return p
+        return atomic_write_text(p, json.dumps(self.to_json(), indent=1) + "\n")
 
 
 @dataclass(frozen=True)

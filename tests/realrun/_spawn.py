@@ -1,9 +1,13 @@
-"""Run a function on N gloo ranks over 127.0.0.1 (torch.multiprocessing) and collect results."""
+"""Run a function on N gloo ranks (torch.multiprocessing) and collect results.
+
+Rendezvous goes through a FileStore in a temp folder (no TCP port to race for), and every rank
+passes a barrier before it destroys the process group: no rank tears down its gloo context while
+another still talks to it, which used to abort a rank now and then ("terminate called without an
+active exception").
+"""
 
 from __future__ import annotations
 
-import os
-import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -14,20 +18,14 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _entry(rank: int, fn: Callable[..., Any], world: int, port: int, out: str, args: tuple) -> None:
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
+def _entry(rank: int, fn: Callable[..., Any], world: int, out: str, args: tuple) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    store = dist.FileStore(str(Path(out) / "store"), world)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
         result = fn(rank, world, *args)
         torch.save(result, Path(out) / f"rank{rank}.pt")
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
@@ -35,5 +33,5 @@ def _entry(rank: int, fn: Callable[..., Any], world: int, port: int, out: str, a
 def run_ranks(fn: Callable[..., Any], world: int = 2, *args: Any) -> list[Any]:
     """``fn(rank, world, *args)`` on ``world`` processes; returns each rank's return value."""
     with tempfile.TemporaryDirectory() as out:
-        mp.spawn(_entry, args=(fn, world, free_port(), out, args), nprocs=world, join=True)
+        mp.spawn(_entry, args=(fn, world, out, args), nprocs=world, join=True)
         return [torch.load(Path(out) / f"rank{r}.pt", weights_only=False) for r in range(world)]

@@ -6,9 +6,11 @@ Needs root and working network namespaces; skipped with the reason otherwise.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -89,25 +91,94 @@ def test_lab_cleans_up_namespaces_on_error() -> None:
     with pytest.raises(RuntimeError), lab:
         names = [lab.ns(0), lab.ns(1), lab.hub]
         raise RuntimeError("boom")
+    assert not set(names) & _namespaces()
+
+
+def _namespaces() -> set[str]:
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not any(n in listed for n in names)
+    return {ln.split()[0] for ln in listed.splitlines() if ln.strip()}
 
 
-def test_real_run_in_netns_mode_is_paced_by_the_shaped_link(tmp_path: object) -> None:
+def test_real_run_in_netns_mode_is_paced_by_the_shaped_link(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pathlib import Path
 
+    import realrun.netns
     from realrun.config import RealConfig
     from realrun.launcher import launch
     from sim.rundir import read_run
 
+    made: list[NetnsLab] = []
+
+    class RecordingLab(NetnsLab):
+        def __enter__(self) -> NetnsLab:
+            made.append(self)
+            return super().__enter__()
+
+    monkeypatch.setattr(realrun.netns, "NetnsLab", RecordingLab)
     # digits-mlp dense: 38,440 bytes per allreduce; at 2 MB/s a 2-rank ring moves them in ~19 ms.
     cfg = RealConfig(workload="digits-mlp", steps=6, emulation="netns", eval_every=6,
                      trace="const:lat_ms=1,bw_mbps=16")
     out = launch(cfg, Path(str(tmp_path)) / "r")
+    assert out is not None
     rec, meta = read_run(out)
     assert meta["emulation"] == {"mode": "netns", "delay": "hook", "bandwidth": "tbf"}
+    assert meta["status"] == "complete"
+    assert meta["rank_privileges"].startswith("root for set-up, then ")
     model_s = 2 * 0.001 + rec["bytes_sent"].iloc[-1] / 2e6
     assert (rec["comm_s"].iloc[2:] > 0.8 * model_s).all(), rec["comm_s"].tolist()
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    # the run's namespaces (cc<hex>-hub, cc<hex>-r<i>) are gone
-    assert not [ln for ln in listed.splitlines() if ln.startswith("cc") and "-hub" in ln]
+    parts = rec["exposed_comm_s"] + rec["compress_s"] + rec["compute_s"]
+    assert (rec["exposed_comm_s"] <= rec["iter_s"]).all()
+    assert ((parts - rec["iter_s"]).abs() < 1e-9).all()
+    # the namespaces this run made (and only those) are gone
+    assert len(made) == 1
+    ours = {made[0].hub, made[0].ns(0), made[0].ns(1)}
+    assert not ours & _namespaces()
+
+
+def _cap_eff(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    raise AssertionError("no CapEff")
+
+
+def test_sigterm_to_a_netns_run_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The done-when case of the signals item: no namespace, no process, no temp folder, and
+    the run is marked interrupted."""
+    from _procs import alive, group_gone, log_dir_of, ranks_of, wait_logged
+
+    from sim.rundir import read_run
+
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "sim.entry", "real", "--workload", "digits-mlp", "--steps",
+           "5000", "--eval-every", "5000", "--emulation", "netns",
+           "--trace", "const:lat_ms=1,bw_mbps=40", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ranks = ranks_of(proc.pid, 2)
+        logs = log_dir_of(ranks[0])
+        wait_logged(logs, 0, 3)
+        names = set()
+        for pid in ranks.values():
+            ident = subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True,
+                                   text=True).stdout.split()
+            assert len(ident) == 1, ident
+            names.add(ident[0])
+            # set up as root, now without any capability (or as an unprivileged user)
+            assert _cap_eff(pid) == 0
+        tag = next(iter(names)).rsplit("-r", 1)[0]
+        names.add(f"{tag}-hub")
+        assert names <= _namespaces()
+    except BaseException:
+        proc.kill()
+        raise
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert not names & _namespaces()
+    assert group_gone(ranks[0]) and not any(alive(p) for p in ranks.values())
+    assert not logs.parent.exists()
+    _, meta = read_run(out)
+    assert meta["status"] == "interrupted" and meta["reason"] == "interrupted by SIGTERM"

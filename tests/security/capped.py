@@ -32,6 +32,7 @@ class Capped:
     stdout: str
     stderr: str
     cpu_s: float
+    max_rss_bytes: int
 
     def one_error_line(self) -> str:
         """The single non-empty stderr line (AssertionError when there are more or none)."""
@@ -68,6 +69,7 @@ def run_capped(
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
             cpu_s=usage.ru_utime + usage.ru_stime,
+            max_rss_bytes=usage.ru_maxrss * 1024,  # Linux reports KiB
         )
 
 

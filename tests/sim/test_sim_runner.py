@@ -41,7 +41,7 @@ def test_round_trip_and_hashable() -> None:
         ("density", 0.0),
         ("density", 1.5),
         ("collective", "butterfly"),
-        ("fidelity", "stepwise"),
+        ("fidelity", "packet"),
         ("straggler_sigma", -0.1),
         ("compute_scale", float("nan")),
         ("intra_bandwidth_Bps", 0),

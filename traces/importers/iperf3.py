@@ -22,6 +22,7 @@ import numpy as np
 
 from sim.errors import InputError
 
+from ..input_limits import MAX_JSON_BYTES, check_file_size
 from ..model import PiecewiseTrace, TraceSet
 from .sourcefile import non_negative_option
 
@@ -49,6 +50,8 @@ def import_iperf3(
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file")
+    if p.is_file():
+        check_file_size(p, MAX_JSON_BYTES, "iperf3 report")
     try:
         text = p.read_text(encoding="utf-8")
     except (UnicodeDecodeError, IsADirectoryError):

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from sim.errors import InputError
 
+from ..input_limits import MAX_TEXT_BYTES, check_file_size
 from ..model import PiecewiseTrace, TraceSet
 
 __all__ = ["import_skyplane", "skyplane_regions"]
@@ -48,6 +49,7 @@ def _files(path: str | os.PathLike[str]) -> tuple[Path, Path]:
             raise InputError(
                 f"{f}: missing (a skyplane directory holds latency.csv, throughput.csv)"
             )
+        check_file_size(f, MAX_TEXT_BYTES, "skyplane CSV")
     return lat, tput
 
 

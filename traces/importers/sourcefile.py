@@ -7,6 +7,8 @@ from pathlib import Path
 
 from sim.errors import InputError
 
+from ..input_limits import MAX_TEXT_BYTES, check_file_size
+
 __all__ = ["read_text_lines", "positive_option", "non_negative_option"]
 
 
@@ -21,6 +23,7 @@ def read_text_lines(path: str | os.PathLike[str], what: str) -> list[tuple[int, 
         raise InputError(f"{p}: no such file")
     if p.is_dir():
         raise InputError(f"{p}: is a directory, expected a {what} file")
+    check_file_size(p, MAX_TEXT_BYTES, f"{what} file")
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:

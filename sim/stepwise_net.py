@@ -1,0 +1,377 @@
+"""The stepwise network: a collective's schedule walked over a topology's links, chunk by chunk.
+
+Each phase of a :class:`~sim.collectives.Schedule` is routed once over the topology
+(:meth:`Topology.paths`): which links each message crosses, and each link's bytes per step. At a
+given time every link has a latency and a bandwidth (constant, or from its own trace). A step
+then costs
+
+- ``d``: the largest path latency of its messages (latencies add along a path) plus the
+  transport's per-hop latency;
+- ``X``: the time the most loaded link needs for its bytes (flows sharing a link share its
+  bandwidth; the step ends when its most loaded link has drained), at the transport's
+  bandwidth efficiency, and no faster than a TCP window allows per connection.
+
+Chunk pipelining: with ``chunk_bytes`` each step's message is cut into ``C`` chunks. A link is
+one resource for all the steps that use it (a ring uses every link in every step), so chunking
+cannot beat the bandwidth bound; what it buys is overlap: a step's chunks stream back to back,
+each taking ``x = X / C`` (or ``xe = max(x, (x + 2 d) / slots)`` when only ``slots`` chunks may
+be in flight: a window of chunks per round trip), and the next step's first chunk leaves as soon
+as it has arrived, ``x + d`` later. A step therefore holds the pipeline ``max(C xe, x + d)`` and
+the last one ends ``(C - 1) xe + x + d`` after it began: on constant links a collective of
+``S`` identical steps takes ``(S - 1) max(C xe, x + d) + (C - 1) xe + x + d`` (the pipelined
+closed form, :func:`pipelined_closed_form_s`): latency is paid once per pipeline fill when
+``C xe >= x + d``, once per step otherwise. With one chunk and no extra latency (the ``ideal``
+transport) this is the alpha-beta closed form ``S (X + d)``.
+
+Time-varying links: a phase runs with the link states at the time its first chunk starts, for as
+many steps as end before the next change of any link it uses; a step across a change finishes
+its remaining fraction at the new state (bandwidth and delay changing mid-transfer).
+
+Pure numpy: no SimPy.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.collectives import Schedule
+
+from .topology import Topology
+from .transports import Transport
+
+__all__ = [
+    "CompiledPhase",
+    "CompiledSchedule",
+    "LinkStates",
+    "StepwiseNetwork",
+    "pipelined_closed_form_s",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledPhase:
+    """One phase routed over the topology."""
+
+    links: np.ndarray  # ids of the links the phase uses
+    load_bytes: np.ndarray  # bytes each of them carries per step
+    paths: np.ndarray  # (messages, hops) link ids, -1 padded
+    msg_bytes: np.ndarray  # bytes of each message
+    repeats: int
+    traced: bool  # whether any link used follows a trace
+    name: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledSchedule:
+    """A schedule routed over a topology, with its chunk count under a transport."""
+
+    schedule: Schedule
+    phases: tuple[CompiledPhase, ...]
+    chunks: int
+    total_bytes: float
+    traced: bool
+    max_rank_bytes: float = 0.0  # the most any rank sends (host staging copies this much)
+
+
+class LinkStates:
+    """Latency and bandwidth of every link at a time; recomputed only when a trace changes."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self._lat0 = topo.latency_s.copy()
+        self._bw0 = topo.bandwidth_Bps.copy()
+        self._mask = topo.trace_of >= 0
+        self._which = topo.trace_of[self._mask]
+        self._traces = topo.traces
+        self._const = [t.is_constant for t in topo.traces]
+        scale = topo.trace_latency_scale
+        self._lat_scale = None if scale is None else scale[self._mask]
+        if topo.traces and all(self._const):
+            lat, bw = self._lat0.copy(), self._bw0.copy()
+            lat[self._mask] = self._scaled(
+                np.array([t.latency_s[0] for t in topo.traces])[self._which]
+            )
+            bw[self._mask] = np.array([t.bandwidth_Bps[0] for t in topo.traces])[self._which]
+            self._lat0, self._bw0, self._mask = lat, bw, np.zeros_like(self._mask)
+            self._traces = []
+        self.constant = not self._traces
+        self._cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._timeline: tuple[list[float], np.ndarray, float | None] | None = None
+        periods = {t.period_s for t in self._traces}
+        if self._traces and len(periods) == 1:
+            # One merged timeline: every breakpoint of every trace, and each trace's segment in
+            # each merged segment; a lookup is then one bisection, however many traces.
+            times = np.unique(np.concatenate([t.time_s for t in self._traces]))
+            seg = np.stack(
+                [np.searchsorted(t.time_s, times, side="right") - 1 for t in self._traces], axis=1
+            )
+            self._timeline = (times.tolist(), seg, periods.pop())
+
+    def _scaled(self, lat: np.ndarray) -> np.ndarray:
+        return lat if self._lat_scale is None else lat * self._lat_scale
+
+    def at(self, t_s: float) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, float]:
+        """``(key, latency_s, bandwidth_Bps, next_change_s)`` of all links at ``t_s``;
+        ``next_change_s > t_s`` always (a time rounded onto a breakpoint counts as past it)."""
+        for _ in range(64):
+            out = self._at(t_s)
+            if out[3] > t_s:
+                return out
+            t_s = math.nextafter(t_s, math.inf) if t_s else 1e-300
+        return out  # pragma: no cover - unreachable for finite breakpoints
+
+    def _at(self, t_s: float) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, float]:
+        if self.constant:
+            return (), self._lat0, self._bw0, math.inf
+        if self._timeline is not None:
+            times, seg, period = self._timeline
+            base, r = 0.0, t_s
+            if period is not None and t_s >= period:
+                base = math.floor(t_s / period) * period
+                r = t_s - base
+                if r >= period:  # rounding at a period boundary
+                    base, r = base + period, r - period
+            g = max(bisect_right(times, r) - 1, 0)
+            if g + 1 < len(times):
+                nxt = base + times[g + 1]
+            else:
+                nxt = math.inf if period is None else base + period
+            k: tuple[int, ...] = (g,)
+            idx = seg[g]
+        else:
+            key: list[int] = []
+            nxt = math.inf
+            for tr in self._traces:
+                i = tr.state_index(t_s)
+                key.append(i)
+                nxt = min(nxt, _next_change(tr, t_s, i))
+            k = tuple(key)
+            idx = np.array(key)
+        got = self._cache.get(k)
+        if got is None:
+            lat, bw = self._lat0.copy(), self._bw0.copy()
+            lats = np.array([tr.latency_s[i] for tr, i in zip(self._traces, idx, strict=True)])
+            bws = np.array([tr.bandwidth_Bps[i] for tr, i in zip(self._traces, idx, strict=True)])
+            lat[self._mask] = self._scaled(lats[self._which])
+            bw[self._mask] = bws[self._which]
+            got = (lat, bw)
+            if len(self._cache) >= 64:  # bounded memory: the arrays are as long as the links
+                self._cache.clear()
+            self._cache[k] = got
+        return k, got[0], got[1], nxt
+
+
+def _next_change(tr: object, t_s: float, i: int) -> float:
+    from traces.model import PiecewiseTrace
+
+    assert isinstance(tr, PiecewiseTrace)
+    times = tr.time_s
+    period = tr.period_s
+    base = 0.0
+    if period is not None and t_s >= period:
+        base = math.floor(t_s / period) * period
+    if i + 1 < len(times):
+        return base + float(times[i + 1])
+    if period is not None:
+        return base + period
+    return math.inf
+
+
+class StepwiseNetwork:
+    """Runs compiled schedules over a topology's links under a transport."""
+
+    def __init__(self, topo: Topology, transport: Transport) -> None:
+        self.topo = topo
+        self.transport = transport
+        self.states = LinkStates(topo)
+        self.link_bytes = np.zeros(topo.n_links)
+        self._cost_cache: dict[tuple[int, tuple[int, ...]], tuple[float, float]] = {}
+        self._dur_cache: dict[tuple[int, tuple[int, ...]], float] = {}
+        self._keep: list[CompiledSchedule] = []  # the caches key on ids: keep them alive
+
+    # ------------------------------------------------------------------ compile
+    def compile(self, schedule: Schedule) -> CompiledSchedule:
+        """Route every phase of ``schedule`` and fix its chunk count."""
+        topo = self.topo
+        phases = []
+        biggest = 0.0
+        traced = False
+        mask = self.states._mask
+        for ph in schedule.phases:
+            if ph.steps == 0:
+                continue
+            paths = topo.paths(ph.src, ph.dst)
+            hops = paths >= 0
+            ids = paths[hops]
+            w = np.broadcast_to(ph.nbytes[:, None], paths.shape)[hops]
+            load = np.bincount(ids, weights=w, minlength=topo.n_links)
+            used = np.flatnonzero(load > 0)
+            if len(used) == 0:
+                continue
+            t = bool(mask[used].any())
+            traced = traced or t
+            phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t, ph.name))
+            biggest = max(biggest, float(ph.nbytes.max()))
+        cb = self.transport.chunk_bytes
+        chunks = max(1, math.ceil(biggest / cb)) if cb > 0 else 1
+        total = float(sum(float(p.msg_bytes.sum()) * p.repeats for p in phases))
+        most = float(schedule.bytes_sent().max()) if schedule.n else 0.0
+        cs = CompiledSchedule(schedule, tuple(phases), chunks, total, traced, most)
+        self._keep.append(cs)
+        return cs
+
+    # ------------------------------------------------------------------ costs
+    def _step_cost(self, ph: CompiledPhase, lat: np.ndarray, bw: np.ndarray) -> tuple[float, float]:
+        """``(d, X)``: a step's latency and its most loaded link's time for all its bytes."""
+        tp = self.transport
+        lat_path = np.where(ph.paths >= 0, lat[ph.paths], 0.0).sum(axis=1)
+        d = float(lat_path.max()) + tp.hop_latency_s
+        x = float((ph.load_bytes / (bw[ph.links] * tp.bandwidth_efficiency)).max())
+        if tp.window_bytes > 0:
+            rtt = 2.0 * lat_path
+            capped = ph.msg_bytes * rtt / tp.window_bytes
+            x = max(x, float(capped.max()))
+        return d, x
+
+    def _cost(
+        self, ph: CompiledPhase, key: tuple[int, ...], lat: np.ndarray, bw: np.ndarray
+    ) -> tuple[float, float]:
+        ck = (id(ph), key if ph.traced else ())
+        got = self._cost_cache.get(ck)
+        if got is None:
+            got = self._step_cost(ph, lat, bw)
+            if len(self._cost_cache) < 65536:
+                self._cost_cache[ck] = got
+        return got
+
+    # ------------------------------------------------------------------ run
+    def account(self, cs: CompiledSchedule) -> None:
+        """Add ``cs``'s bytes to :attr:`link_bytes` (the per-link totals of a run)."""
+        for ph in cs.phases:
+            self.link_bytes[ph.links] += ph.load_bytes * ph.repeats
+
+    def run(
+        self,
+        cs: CompiledSchedule,
+        start_s: float,
+        record: list[tuple[str, float, float]] | None = None,
+    ) -> float:
+        """Duration of ``cs`` started at ``start_s`` (seconds); with ``record``, appends
+        ``(phase, start_s, end_s)`` of every phase (for event timelines)."""
+        if not cs.phases:
+            return 0.0
+        tp = self.transport
+        extra = tp.base_latency_s
+        if tp.host_copy_Bps > 0:
+            extra += 2.0 * cs.max_rank_bytes / tp.host_copy_Bps
+        states = self.states
+        if not cs.traced and record is None:
+            ck = (id(cs), ())
+            got = self._dur_cache.get(ck)
+            if got is None:
+                _, lat, bw, _ = states.at(start_s)
+                got = self._pipeline(cs, start_s, fixed=(lat, bw))
+                self._dur_cache[ck] = got
+            return got + extra
+        return self._pipeline(cs, start_s + extra, fixed=None, record=record) + extra
+
+    def _pipeline(
+        self,
+        cs: CompiledSchedule,
+        t0: float,
+        fixed: tuple[np.ndarray, np.ndarray] | None,
+        record: list[tuple[str, float, float]] | None = None,
+    ) -> float:
+        c_n = cs.chunks
+        slots = self.transport.slots
+        t = t0
+        last = len(cs.phases) - 1
+        for idx, ph in enumerate(cs.phases):
+            if record is not None:
+                record.append((ph.name, t, math.nan))
+            left = ph.repeats
+            while left > 0:
+                if fixed is not None:
+                    key: tuple[int, ...] = ()
+                    lat, bw = fixed
+                    nxt = math.inf
+                else:
+                    key, lat, bw, nxt = self.states.at(t)
+                    if not ph.traced:
+                        nxt = math.inf
+                step, tail = _step_times(*self._cost(ph, key, lat, bw), c_n, slots)
+                # The schedule's very last step drains the pipeline instead of feeding it.
+                final = idx == last
+                body = left - 1 if final else left
+                if body > 0:
+                    fit = body if nxt == math.inf else min(body, int((nxt - t) // step))
+                    if fit >= 1:
+                        t += fit * step
+                        left -= fit
+                        continue
+                    t = self._straddle(ph, t, nxt, step, c_n, slots, tail=False)
+                    left -= 1
+                    continue
+                if t + tail <= nxt:
+                    t += tail
+                else:
+                    t = self._straddle(ph, t, nxt, tail, c_n, slots, tail=True)
+                left -= 1
+            if record is not None:
+                record[-1] = (ph.name, record[-1][1], t)
+        return t - t0
+
+    def _straddle(
+        self,
+        ph: CompiledPhase,
+        t: float,
+        nxt: float,
+        dur: float,
+        c_n: int,
+        slots: int,
+        *,
+        tail: bool,
+    ) -> float:
+        """End of one step started at ``t`` whose links change state at ``nxt``: the part done
+        before the change is kept, the rest runs at the new state (and so on)."""
+        left = 1.0  # fraction of the step still to do
+        for _ in range(10_000):
+            if dur <= 0 or t + left * dur <= nxt:
+                return t + left * dur
+            left -= (nxt - t) / dur
+            t = nxt
+            key, lat, bw, nxt = self.states.at(t)
+            step, last = _step_times(*self._cost(ph, key, lat, bw), c_n, slots)
+            dur = last if tail else step
+        return t + left * dur  # pragma: no cover - pathological trace
+
+
+def _step_times(d: float, big_x: float, chunks: int, slots: int) -> tuple[float, float]:
+    """``(step, last)``: how long a step holds the pipeline, and how long the final one takes.
+
+    A step's ``C`` chunks stream back to back on its most loaded link, each taking
+    ``x = X / C`` or, with ``slots`` chunks in flight, ``xe = max(x, (x + 2 d) / slots)``; the
+    next step's first chunk can leave once it has arrived, ``x + d`` after it left. So a step
+    holds the pipeline ``max(C xe, x + d)``, and the final one ends ``(C - 1) xe + x + d`` after
+    it began. With one chunk both are ``X + d``: the alpha-beta step.
+    """
+    x = big_x / chunks
+    xe = max(x, (x + 2.0 * d) / slots) if slots > 0 else x
+    if chunks == 1:
+        return x + d, x + d
+    return max(chunks * xe, x + d), (chunks - 1) * xe + x + d
+
+
+def pipelined_closed_form_s(
+    steps: int, latency_s: float, step_bytes: float, bandwidth_Bps: float, chunks: int, slots: int
+) -> float:
+    """Closed form of ``steps`` identical pipelined steps on a constant link (module docstring):
+    ``(S - 1) max(C xe, x + d) + (C - 1) xe + x + d``."""
+    if steps <= 0:
+        return 0.0
+    step, last = _step_times(latency_s, step_bytes / bandwidth_Bps, chunks, slots)
+    return (steps - 1) * step + last

@@ -1,0 +1,167 @@
+"""Transports: how a collective library moves a schedule's bytes (for the stepwise fidelity).
+
+A :class:`Transport` is a named parameter set:
+
+- ``chunk_bytes``: each step's message is cut into chunks of this size that flow through the
+  schedule's steps as a pipeline (0: one message per step, no pipelining);
+- ``slots``: chunks in flight per connection; a link then carries at most ``slots`` chunks per
+  chunk time plus round trip (0: unlimited);
+- ``base_latency_s``: paid once per collective (kernel launch, protocol set-up);
+- ``hop_latency_s``: added to every step's network latency (software per hop);
+- ``bandwidth_efficiency``: the fraction of a link's bandwidth a transfer reaches;
+- ``host_copy_Bps``: staging through host memory (device to host before, host to device after;
+  0: none);
+- ``window_bytes``: a TCP window: one connection carries at most ``window / RTT`` (0: none).
+
+Bundled sets (sources; none of the values is fitted to a measurement here):
+
+- ``ideal``: the plain alpha-beta model (no chunks, no extra latency): the stepwise level then
+  reproduces the closed forms of :mod:`sim.collectives` on uniform constant links.
+- ``nccl``: NCCL's Simple protocol for rings as its public tuning model describes it
+  (``src/graph/tuning.cc``; REFERENCES.md section 7): base latency 8.4 us, per-hop network latency
+  14 us; a 4 MiB buffer per connection in ``NCCL_STEPS = 8`` slots, so 512 KiB chunks, 8 in flight.
+- ``gloo``: gloo's ring allreduce defaults (public source; REFERENCES.md section 7): 1 MiB
+  segments, two in flight, CUDA tensors staged through host memory (PCIe 3.0 x16, about 12 GB/s
+  usable of its 15.75 GB/s), over TCP with Linux's default maximum receive window
+  (``net.ipv4.tcp_rmem`` max, 6 MiB).
+
+Calibration files (``--calibration FILE``, JSON or TOML) override any parameter of any set, or
+add a set, with this fixed schema::
+
+    {"schema": "compctl-transports/1",
+     "transports": {"nccl": {"hop_latency_s": 2e-05, "bandwidth_efficiency": 0.9}}}
+
+Keys are the field names above (SI units); unknown keys or sets without a bundled base must
+give every field. A later ``calibrate`` command writes the same schema.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from sim.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 ships no tomllib
+    import tomli as tomllib
+
+__all__ = ["Transport", "TRANSPORTS", "CALIBRATION_SCHEMA", "get_transport", "load_calibration"]
+
+#: The ``schema`` value of a calibration file.
+CALIBRATION_SCHEMA = "compctl-transports/1"
+
+_MiB = float(1 << 20)
+
+
+@dataclass(frozen=True)
+class Transport:
+    """One transport's parameters (see the module docstring); SI units."""
+
+    name: str
+    chunk_bytes: float = 0.0
+    slots: int = 0
+    base_latency_s: float = 0.0
+    hop_latency_s: float = 0.0
+    bandwidth_efficiency: float = 1.0
+    host_copy_Bps: float = 0.0
+    window_bytes: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name == "name":
+                continue
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InputError(f"transport {self.name}: {f.name} must be a number, got {v!r}")
+            if v < 0:
+                raise InputError(f"transport {self.name}: {f.name} must be >= 0, got {v!r}")
+        if not 0.0 < self.bandwidth_efficiency <= 1.0:
+            raise InputError(
+                f"transport {self.name}: bandwidth_efficiency must be in (0, 1], "
+                f"got {self.bandwidth_efficiency!r}"
+            )
+        if int(self.slots) != self.slots:
+            raise InputError(f"transport {self.name}: slots must be an integer")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready parameters (for run metadata)."""
+        return asdict(self)
+
+
+#: The bundled transports.
+TRANSPORTS: dict[str, Transport] = {
+    "ideal": Transport("ideal"),
+    "nccl": Transport(
+        "nccl",
+        chunk_bytes=4 * _MiB / 8,
+        slots=8,
+        base_latency_s=8.4e-6,
+        hop_latency_s=14e-6,
+    ),
+    "gloo": Transport(
+        "gloo",
+        chunk_bytes=_MiB,
+        slots=2,
+        host_copy_Bps=12e9,
+        window_bytes=6 * _MiB,
+    ),
+}
+
+
+def _read(path: str) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"calibration file {path}: {exc.strerror or exc}") from None
+    try:
+        if p.suffix.lower() == ".toml":
+            return tomllib.loads(text.decode("utf-8"))
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = p.suffix[1:] or "JSON"
+        raise InputError(f"calibration file {path}: not valid {kind}: {exc}") from None
+
+
+def load_calibration(path: str) -> dict[str, Transport]:
+    """The bundled transports with ``path``'s overrides applied (see the module docstring)."""
+    doc = _read(path)
+    if not isinstance(doc, dict) or doc.get("schema") != CALIBRATION_SCHEMA:
+        raise InputError(f"calibration file {path}: 'schema' must be {CALIBRATION_SCHEMA!r}")
+    extra = sorted(set(doc) - {"schema", "transports", "note", "source"})
+    if extra:
+        raise InputError(f"calibration file {path}: unknown key {extra[0]!r}")
+    sets = doc.get("transports", {})
+    if not isinstance(sets, dict):
+        raise InputError(f"calibration file {path}: 'transports' must be a table")
+    known = {f.name for f in fields(Transport)} - {"name"}
+    out = dict(TRANSPORTS)
+    for name, params in sets.items():
+        if not isinstance(params, dict):
+            raise InputError(f"calibration file {path}: transports.{name} must be a table")
+        bad = sorted(set(params) - known)
+        if bad:
+            raise InputError(
+                f"calibration file {path}: transports.{name}: unknown parameter {bad[0]!r}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        base = out.get(name, Transport(name))
+        try:
+            out[name] = replace(base, **params)
+        except TypeError as exc:
+            raise InputError(f"calibration file {path}: transports.{name}: {exc}") from None
+    return out
+
+
+def get_transport(name: str, calibration: str | None = None) -> Transport:
+    """The transport ``name``, from the bundled sets or ``calibration``'s."""
+    sets = TRANSPORTS if calibration is None else load_calibration(calibration)
+    if name not in sets:
+        raise InputError(f"unknown transport {name!r}; known: {', '.join(sorted(sets))}")
+    return sets[name]

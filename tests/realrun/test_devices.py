@@ -1,0 +1,100 @@
+"""Device and backend resolution (pure logic, no GPU needed) and the CLI's one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import realrun.devices as devices
+from realrun.devices import (
+    MachineFacts,
+    check_nproc,
+    resolve_backend,
+    resolve_device,
+    transfer_note,
+)
+from sim.entry import main
+from sim.errors import InputError
+
+NO_GPU = MachineFacts(cuda_available=False, gpu_count=0, cpu_count=2)
+TWO_GPUS = MachineFacts(cuda_available=True, gpu_count=2, cpu_count=16)
+
+
+def test_auto_is_cpu_without_cuda_and_cuda_with_enough_gpus() -> None:
+    assert resolve_device("auto", local_ranks=2, facts=NO_GPU) == "cpu"
+    assert resolve_device("auto", local_ranks=2, facts=TWO_GPUS) == "cuda"
+    assert resolve_device("cpu", local_ranks=64, facts=TWO_GPUS) == "cpu"
+
+
+def test_more_ranks_than_gpus_is_an_error_unless_cpu() -> None:
+    with pytest.raises(InputError, match="3 ranks on this node but 2 GPU"):
+        resolve_device("auto", local_ranks=3, facts=TWO_GPUS)
+    with pytest.raises(InputError, match="--device cpu"):
+        resolve_device("cuda", local_ranks=3, facts=TWO_GPUS)
+    with pytest.raises(InputError, match="CUDA is not available"):
+        resolve_device("cuda", local_ranks=1, facts=NO_GPU)
+    with pytest.raises(InputError, match="device must be one of"):
+        resolve_device("tpu", local_ranks=1, facts=NO_GPU)
+
+
+def test_backend_follows_the_device() -> None:
+    assert resolve_backend("auto", "cuda") == "nccl"
+    assert resolve_backend("auto", "cpu") == "gloo"
+    assert resolve_backend("gloo", "cuda") == "gloo"
+    with pytest.raises(InputError, match="nccl needs CUDA"):
+        resolve_backend("nccl", "cpu")
+    assert transfer_note("cuda", "gloo").startswith("cuda tensors staged through host")
+    assert transfer_note("cpu", "gloo") == "host"
+
+
+def test_nproc_is_bounded_with_a_reason() -> None:
+    check_nproc(8, "cpu", facts=NO_GPU)
+    with pytest.raises(InputError, match="time-slice"):
+        check_nproc(9, "cpu", facts=NO_GPU)
+    with pytest.raises(InputError, match="one rank per GPU"):
+        check_nproc(3, "cuda", facts=TWO_GPUS)
+
+
+def _err_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("facts", "argv", "message"),
+    [
+        (NO_GPU, ["--device", "cuda"], "CUDA is not available"),
+        (MachineFacts(True, 1, 16), ["--nproc", "2"], "2 ranks on this node but 1 GPU"),
+        (NO_GPU, ["--backend", "nccl"], "nccl needs CUDA"),
+        (NO_GPU, ["--nproc", "9"], "exceeds 8"),
+        (NO_GPU, ["--nnodes", "2"], "--rdzv-endpoint"),
+        (NO_GPU, ["--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1"], "node-rank"),
+        (NO_GPU, ["--nnodes", "2", "--rdzv-endpoint", "0.0.0.0:29500"], "all interfaces"),
+        (NO_GPU, ["--timeout-s", "-1"], "--timeout-s"),
+    ],
+)
+def test_cli_refuses_impossible_device_requests_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    facts: MachineFacts, argv: list[str], message: str,
+) -> None:
+    monkeypatch.setattr(devices, "machine_facts", lambda: facts)
+    out = tmp_path / "r"
+    code = main(["real", "--workload", "digits-mlp", "--trace", "const:bw_mbps=80",
+                 "--out", str(out), *argv])
+    assert code == 2
+    assert message in _err_line(capsys)
+    assert not out.exists()
+
+
+def test_cpu_timer_measures_wall_time() -> None:
+    import time
+
+    import torch
+
+    timer = devices.IterationTimer(torch.device("cpu"))
+    timer.start()
+    time.sleep(0.02)
+    assert 0.015 < timer.stop() < 1.0
+    assert devices.rank_device("cpu", 3) == torch.device("cpu")
