@@ -207,3 +207,19 @@ def test_sparse_npz_header_length_is_checked(
     header = npy_format.magic(2, 0) + struct.pack("<I", 2**32 - 1) + b"{"
     bad = _npz(tmp_path / "hdr.npz", {"steps.npy": header})
     _refused_here(_predict(bad), capsys, "hdr.npz")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "walk:duration_s=9999999,dt_s=1",
+        "spikes:duration_s=1e7,spike_rate_per_s=1",
+        "markov:duration_s=1e9,good_mean_s=0.001,bad_mean_s=0.001",
+    ],
+)
+def test_generated_traces_over_the_row_limit_are_refused(spec: str) -> None:
+    _assert_refused(["trace", "show", spec], "samples", "limit")
+
+
+def test_infinite_sample_ratio_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    _refused_here(["trace", "show", "sine:duration_s=1e300,dt_s=1e-300"], capsys, "limit")
