@@ -123,3 +123,36 @@ def test_readers_accept_their_valid_input(reader: Callable[[Path], Any]) -> None
         assert read_trace(DATA_DIR / "fcc-10322.csv").links
     else:
         assert read_gradtrace(sorted(GRADS_DIR.glob("*.npz"))[0]).steps.size >= 2
+
+
+def _generator_keys() -> dict[str, list[str]]:
+    from traces.genspec import GENERATOR_KINDS, generator_help
+
+    help_rows = {kind: params for kind, _, params in generator_help()}
+    return {k: [p.split("=")[0] for p in help_rows.get(k, [])] for k in GENERATOR_KINDS}
+
+
+_NUMBERS = st.sampled_from(
+    ["0", "-1", "1e-300", "1e300", "inf", "nan", "1", "0.5", "3", "1e7", "x", "none", "true"]
+)
+
+
+@st.composite
+def _generator_specs(draw: st.DrawFn) -> str:
+    keys = _generator_keys()
+    kind = draw(st.sampled_from(sorted(keys)))
+    names = keys[kind] or ["duration_s"]
+    pairs = draw(st.lists(st.tuples(st.sampled_from(names), _NUMBERS), max_size=4))
+    return kind + (":" + ",".join(f"{k}={v}" for k, v in pairs) if pairs else "")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # overflow on the way to a refusal
+@_FUZZ
+@given(_generator_specs())
+def test_generator_specs(spec: str) -> None:
+    from traces.genspec import generate
+
+    try:
+        generate(spec)
+    except InputError as exc:
+        assert "\n" not in str(exc).strip(), str(exc)
