@@ -223,3 +223,23 @@ def test_generated_traces_over_the_row_limit_are_refused(spec: str) -> None:
 
 def test_infinite_sample_ratio_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     _refused_here(["trace", "show", "sine:duration_s=1e300,dt_s=1e-300"], capsys, "limit")
+
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("case", ["workload", "params", "iperf3", "sweep"])
+def test_deeply_nested_documents_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """JSON or TOML nested 100,000 deep exhausted the parser's recursion: a traceback before."""
+    deep = tmp_path / ("n.toml" if case == "sweep" else "n.json")
+    deep.write_text(f"a = {_DEEP}\n" if case == "sweep" else _DEEP)
+    args = {
+        "workload": ["sim", "--workload", str(deep), "--workers", "2", "--trace", "const:lat_ms=1"],
+        "params": ["convergence-predict", "--params", str(deep), "--schedule", "0.01",
+                   "--steps", "10"],
+        "iperf3": ["trace", "import", "iperf3", str(deep), "--out", str(tmp_path / "t.csv")],
+        "sweep": ["sweep", str(deep), "--out", str(tmp_path / "s"), "--dry-run"],
+    }[case]
+    _refused_here(args, capsys, str(deep))
