@@ -168,7 +168,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     cal = calibration or Calibration()
     return SimConfig(
         workload=cfg["workload"],
-        workers=int(cfg["nproc"]),
+        workers=int(cfg["nproc"]) * int(cfg.get("nnodes", 1)),  # ranks per node x nodes
         trace=trace,
         policy=policy,
         policy_params=tuple(sorted(params.items())),

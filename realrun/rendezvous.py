@@ -67,15 +67,23 @@ def make_store(rank: int, world: int, host: str, port: int, timeout_s: float) ->
     return dist.TCPStore(host, port, world, False, timeout)
 
 
-def route_iface(host: str) -> str | None:
-    """The interface this machine routes ``host`` through (``ip route get``), or ``None``."""
+def _ip(*args: str) -> list[str]:
     try:
-        res = subprocess.run(["ip", "-o", "route", "get", host], capture_output=True, text=True,
-                             timeout=5)
+        res = subprocess.run(["ip", "-o", *args], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    words = res.stdout.split()
-    if res.returncode != 0 or "dev" not in words:
+        return []
+    return res.stdout.split() if res.returncode == 0 else []
+
+
+def route_iface(host: str) -> str | None:
+    """The interface gloo should use to reach ``host``: the one that holds it when it is this
+    machine's own address (node 0), else the one the route to it leaves by; ``None`` if
+    unknown (gloo then picks by the host name)."""
+    words = _ip("route", "get", host)
+    if words[:1] == ["local"]:
+        owner = _ip("addr", "show", "to", host)
+        return owner[1] if len(owner) > 1 else None
+    if "dev" not in words:
         return None
     i = words.index("dev")
     return words[i + 1] if i + 1 < len(words) else None

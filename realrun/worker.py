@@ -46,7 +46,7 @@ from .lifecycle import LAUNCHER_PID_ENV, die_with_launcher, drop_privileges, lau
 from .rank_log import RankLog
 from .traceplayer import TracePlayer
 
-__all__ = ["train_rank", "main", "T0_FILE_ENV"]
+__all__ = ["train_rank", "main", "split_iteration", "T0_FILE_ENV"]
 
 log = logging.getLogger(__name__)
 
@@ -195,8 +195,8 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
             state.flush()
             history = state.history
         else:
-            history = _agree_plain(plain_iter, world)
-        rows = _rows(cfg, history, starts, trace, losses, evals, world)
+            history = _agree_plain(plain_iter, world, dev)
+        rows = _rows(cfg, history, starts, trace, losses, evals, world, dev)
     finally:
         if bar is not None:
             bar.close()
@@ -236,12 +236,13 @@ def _log_iteration(rlog: RankLog, cfg: RealConfig, state: CompressionHookState, 
     rlog.write("iteration", **values)
 
 
-def _agree_plain(iter_s: list[float], world: int) -> list[IterationStats]:
+def _agree_plain(iter_s: list[float], world: int, dev: torch.device) -> list[IterationStats]:
     """Stats for DDP's built-in allreduce (no hook): only the iteration time is known."""
     from sim.control.types import Decision
 
-    t = torch.tensor(iter_s, dtype=torch.float64)
+    t = torch.tensor(iter_s, dtype=torch.float64, device=dev)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    t = t.cpu()
     nan = float("nan")
     return [IterationStats(it, Decision(), v, nan, nan, 0.0, nan, nan, 1.0, nan, None, None,
                            None, False) for it, v in enumerate(t.tolist())]
@@ -249,14 +250,14 @@ def _agree_plain(iter_s: list[float], world: int) -> list[IterationStats]:
 
 def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], trace: Any,
           losses: list[float], evals: dict[int, dict[str, float]],
-          world: int) -> list[dict[str, Any]]:
+          world: int, dev: torch.device) -> list[dict[str, Any]]:
     """The run's records: agree losses (mean) and start times (mean over ranks) in one
     collective, and make ``iter_s`` the start-to-start time (the last iteration's is measured
     to its end); ``compute_s`` is what remains after communication and compression."""
     n = len(starts)
-    vec = torch.tensor(losses + starts, dtype=torch.float64)
+    vec = torch.tensor(losses + starts, dtype=torch.float64, device=dev)
     dist.all_reduce(vec)
-    both = (vec / world).tolist()
+    both = (vec / world).cpu().tolist()
     loss_mean, start_mean = both[:n], both[n:]
     rows = []
     for it, st in enumerate(history):
@@ -268,10 +269,25 @@ def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], t
         row = _row(cfg, st, start_s, trace, loss_mean[it])
         row["iter_s"] = iter_s
         if cfg.use_hook and iter_s == iter_s:
-            row["compute_s"] = max(iter_s - st.exposed_comm_s - st.compress_s, 0.0)
+            row["exposed_comm_s"], row["compress_s"], row["compute_s"] = split_iteration(
+                iter_s, st.exposed_comm_s, st.compress_s)
         row.update(evals.get(it, {}))
         rows.append(row)
     return rows
+
+
+def split_iteration(iter_s: float, exposed_s: float, compress_s: float
+                    ) -> tuple[float, float, float]:
+    """(exposed communication, compression, compute) of an iteration that lasted ``iter_s``.
+
+    The measured parts are maxima over ranks, while ``iter_s`` is the mean start-to-start
+    time: a rank that reached the collective early waits there longer than the mean
+    iteration lasts (seen in netns runs as exposed_comm_s > iter_s). The parts are therefore
+    bounded by the iteration, compression first and the wait after it, and compute is what
+    remains; the three always add up to ``iter_s``."""
+    compress = min(max(compress_s, 0.0), iter_s)
+    exposed = min(max(exposed_s, 0.0), iter_s - compress)
+    return exposed, compress, iter_s - compress - exposed
 
 
 def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,

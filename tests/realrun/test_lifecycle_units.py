@@ -144,3 +144,14 @@ def test_root_qdisc_restored_on_a_real_interface() -> None:
         assert norm(tc("show", "dev", "lo", "root")) == norm(before)
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_iteration_parts_never_exceed_the_iteration() -> None:
+    from realrun.worker import split_iteration
+
+    # a netns-run case: the early rank's wait (max over ranks) exceeds the mean iteration
+    exposed, compress, compute = split_iteration(0.020, 0.025, 0.001)
+    assert (exposed, compress, compute) == (0.019, 0.001, 0.0)
+    assert split_iteration(0.05, 0.02, 0.01) == (0.02, 0.01, 0.05 - 0.01 - 0.02)
+    assert split_iteration(0.01, 0.5, 0.5) == (0.0, 0.01, 0.0)
+    assert split_iteration(0.03, 0.0, 0.0) == (0.0, 0.0, 0.03)

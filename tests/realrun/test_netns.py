@@ -128,6 +128,9 @@ def test_real_run_in_netns_mode_is_paced_by_the_shaped_link(
     assert meta["rank_privileges"].startswith("root for set-up, then ")
     model_s = 2 * 0.001 + rec["bytes_sent"].iloc[-1] / 2e6
     assert (rec["comm_s"].iloc[2:] > 0.8 * model_s).all(), rec["comm_s"].tolist()
+    parts = rec["exposed_comm_s"] + rec["compress_s"] + rec["compute_s"]
+    assert (rec["exposed_comm_s"] <= rec["iter_s"]).all()
+    assert ((parts - rec["iter_s"]).abs() < 1e-9).all()
     # the namespaces this run made (and only those) are gone
     assert len(made) == 1
     ours = {made[0].hub, made[0].ns(0), made[0].ns(1)}

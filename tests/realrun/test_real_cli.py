@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +89,19 @@ def test_real_run_writes_sim_schema_and_validates(
     res = json.loads(capsys.readouterr().out)
     assert res["n"] == 6 and res["mape_comm"] >= 0
     assert plot.stat().st_size > 1000
+
+
+def test_slurm_example_uses_only_real_flags() -> None:
+    """The SLURM script is valid bash and passes ``compctl real`` only flags it has."""
+    import re
+
+    from sim.entry import build_parser
+
+    script = Path(__file__).parents[2] / "examples" / "slurm_real.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    flags = set(re.findall(r"(--[a-z][a-z-]+)", script.read_text().rsplit("compctl real", 1)[1]))
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command" or hasattr(a, "choices")
+               and isinstance(a.choices, dict) and "real" in a.choices)
+    known = {o for a in sub.choices["real"]._actions for o in a.option_strings}
+    assert flags and flags <= known, flags - known
