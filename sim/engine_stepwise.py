@@ -31,7 +31,7 @@ from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
 
 from .cluster import Cluster
-from .engine import IterationResult, _gain
+from .engine import IterationResult
 from .stepwise_net import CompiledSchedule, StepwiseNetwork
 from .topology import Topology, WorkerSpec
 from .workloads import WorkloadProfile
@@ -61,7 +61,6 @@ class StepwisePlan:
     n_bytes: tuple[float, ...]
     compress_s: tuple[float, ...]
     payload_bytes: float
-    gain: float
 
 
 @dataclass(frozen=True)
@@ -192,7 +191,6 @@ class StepwiseIterationModel:
             tuple(nbytes),
             tuple(comp),
             total,
-            _gain(decision.compressor, decision.density),
         )
         self._plans[decision] = p
         return p
