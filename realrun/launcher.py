@@ -377,7 +377,7 @@ def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, i
                 env["GLOO_SOCKET_IFNAME"] = iface
             cmd = [*prefixes[r], sys.executable, "-m", "realrun.worker",
                    "--config", str(cfg_path), "--log-dir", str(log_dir),
-                   "--timeout-s", str(limit_s)]
+                   "--timeout-s", str(max(limit_s, _STARTUP_S))]
             if first + r == 0:
                 cmd += ["--out", str(scratch / "run")]
                 cmd += ["--progress"] if progress else []

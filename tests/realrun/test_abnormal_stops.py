@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from _procs import alive, group_gone, listening_addresses, log_dir_of, ranks_of, wait_logged
 
+from sim.entry import main
 from sim.rundir import read_run
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -40,7 +41,9 @@ def _gone_within(check: object, timeout_s: float = 10.0) -> bool:
     return False
 
 
-def test_killed_rank_leaves_a_failed_run_with_the_records_so_far(tmp_path: Path) -> None:
+def test_killed_rank_leaves_a_failed_run_with_the_records_so_far(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "r"
     proc = _start(out)
     ranks = ranks_of(proc.pid, 2)
