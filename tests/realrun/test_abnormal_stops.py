@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from _procs import alive, group_gone, listening_addresses, log_dir_of, ranks_of, wait_logged
 
-from sim.entry import main
 from sim.rundir import read_run
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
