@@ -1,9 +1,11 @@
 """Benchmark of every compressor: time per call and estimation quality, as a Markdown report.
 
-Runs on one thread (one CPU core). Baseline: exact ``torch.topk`` (the ``topk`` compressor),
-measured in the same run on the same vectors; "vs topk" is its fastest compress time divided by
-each compressor's. Quality is achieved/target density averaged over calls (SIDCo after stage
-adaptation). Example (the command behind docs/benchmarks/compression.md):
+Runs on ``--threads`` torch threads (default 1: one CPU core). Baseline: exact ``torch.topk``
+(the ``topk`` compressor), measured in the same run on the same vectors; "vs topk" is its median
+compress time divided by each compressor's. Quality is achieved/target density averaged over
+calls (SIDCo after adaptation). Bandwidths are bytes of the input over median times: of each
+compressor, of one threshold-statistics pass and of a copy of the same tensor, timed in the same
+rounds. Example (the command behind docs/benchmarks/compression.md):
 
     python benchmarks/bench_compressors.py --sizes 1M,10M --density 0.001,0.01 --out /tmp/bench.md
 
@@ -33,29 +35,68 @@ from sim.compress.bench import (
 SIDCO = ("sidco-exp", "sidco-gp", "sidco-gamma")
 
 
+def _gbs(bps: float) -> str:
+    return f"{bps / 1e9:.2f}"
+
+
 def _table(rows: list[BenchRow]) -> list[str]:
     lines = [
-        "| compressor | input | numel | density | ms/call (median) | ms/call (min) | +decompress ms (min) | achieved/target | gain | vs topk |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| compressor | input | numel | density | ms/call (median) | ms/call (min) | +decompress ms (min) | achieved/target | gain | vs topk | GB/s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in sorted(rows, key=lambda r: (r.numel, r.density, r.input, r.compressor)):
         ratio = "-" if r.ratio is None else f"{r.ratio:.3f}"
         speed = "-" if r.speedup_vs_topk is None else f"{r.speedup_vs_topk:.2f}x"
         lines.append(
             f"| {r.compressor} | {r.input} | {r.numel:,} | {r.density:g} | {r.time_s * 1e3:.2f} | "
-            f"{r.min_time_s * 1e3:.2f} | {r.total_min_s * 1e3:.2f} | {ratio} | {r.gain:.4f} | {speed} |"
+            f"{r.min_time_s * 1e3:.2f} | {r.total_min_s * 1e3:.2f} | {ratio} | {r.gain:.4f} | {speed} | {_gbs(r.read_Bps)} |"
         )
     return lines
 
 
 def _summary(rows: list[BenchRow]) -> list[str]:
-    lines = ["| SIDCo variant | input | numel | density | speed-up vs torch.topk | achieved/target |", "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "| SIDCo variant | input | numel | density | speed-up vs torch.topk (medians) | achieved/target |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
         if r.compressor in SIDCO and r.numel >= 10_000_000 and r.speedup_vs_topk is not None:
             lines.append(
                 f"| {r.compressor} | {r.input} | {r.numel:,} | {r.density:g} | {r.speedup_vs_topk:.2f}x | {r.ratio:.3f} |"
             )
     return lines
+
+
+def _bandwidth(rows: list[BenchRow]) -> list[str]:
+    lines = [
+        "| input | numel | copy GB/s | threshold pass GB/s | pass / copy |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    seen = set()
+    for r in rows:
+        if (r.input, r.numel) in seen:
+            continue
+        seen.add((r.input, r.numel))
+        lines.append(
+            f"| {r.input} | {r.numel:,} | {_gbs(r.copy_Bps)} | {_gbs(r.pass_Bps)} | {r.pass_Bps / r.copy_Bps:.2f} |"
+        )
+    return lines
+
+
+def _verdict(rows: list[BenchRow]) -> list[str]:
+    sidco = [r for r in rows if r.compressor in SIDCO and r.speedup_vs_topk is not None]
+    if not sidco:
+        return []
+    slow = min(sidco, key=lambda r: r.speedup_vs_topk or 0.0)
+    ratios = [r.ratio for r in sidco if r.ratio is not None]
+    largest = max(r.numel for r in rows)
+    at_largest = [r.pass_Bps / r.copy_Bps for r in rows if r.numel == largest]
+    return [
+        f"Slowest SIDCo cell: {slow.compressor} on {slow.input}, {slow.numel:,} elements, density "
+        f"{slow.density:g}: {slow.speedup_vs_topk:.2f}x torch.topk. SIDCo quality range: "
+        f"{min(ratios):.3f}-{max(ratios):.3f}. Threshold pass / copy bandwidth at {largest:,} "
+        f"elements: {min(at_largest):.2f}-{max(at_largest):.2f}.",
+    ]
 
 
 def capture_raw_gradients(workload: str, steps: int, every: int, seed: int) -> dict[str, torch.Tensor]:
@@ -98,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save-captured", default=None, metavar="NPZ", help="write the captured gradients (for compctl bench compressors --input)")
     p.add_argument("--calibrate", action="store_true", help="also refit sim/compress/calibration.json (cpu) from these rows")
     p.add_argument("--machine", default="2-core x86-64 CPU VM, no GPU", help="recorded with --calibrate")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = p.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     captured = None
     if args.capture:
@@ -125,11 +167,18 @@ def main(argv: list[str] | None = None) -> int:
         write_calibration(fit_compute_model(rows), device="cpu", machine=args.machine, command=command)
     lines = [
         f"Command: `python benchmarks/bench_compressors.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
-        f"(torch {torch.__version__}, 1 thread, {elapsed:.0f} s wall).",
+        f"(torch {torch.__version__}, {torch.get_num_threads()} thread(s), {elapsed:.0f} s wall, "
+        f"finished {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).",
+        "",
+        *_verdict(rows),
         "",
         "SIDCo against exact top-k at 10M+ elements:",
         "",
         *_summary(rows),
+        "",
+        "Memory bandwidth per input (bytes of the input / median time, same rounds):",
+        "",
+        *_bandwidth(rows),
         "",
         "All compressors:",
         "",

@@ -1,10 +1,13 @@
 """Measure every compressor: time per call and estimation quality, and calibrate the specs.
 
 Used by ``compctl bench compressors`` and ``benchmarks/bench_compressors.py``. For each input
-vector (synthetic Gaussian, Laplace or Student-t, or arrays from a captured ``.npz``) every
-compressor runs once per repeat, interleaved, so machine noise hits all of them alike; the
-median time of compress + local decompress is reported, with the achieved/target density
-averaged over calls (SIDCo's normalised average compression ratio) and the mean gain.
+vector (synthetic Gaussian, Laplace, Student-t or log-normal, the bundled real gradients, or
+arrays from a captured ``.npz``) every compressor runs once per repeat, interleaved, so machine
+noise hits all of them alike; the median time of compress + local decompress is reported, with
+the achieved/target density averaged over calls (SIDCo's normalised average compression ratio)
+and the mean gain. In the same rounds a copy of the input into a preallocated tensor and one
+threshold-statistics pass are timed, so each row's achieved bandwidth (bytes read / time) sits
+next to the measured memory bandwidth of the same tensor.
 Adaptive compressors (SIDCo) first run ``warmup_calls`` untimed calls per configuration so the
 quality is the one after stage adaptation.
 """
@@ -29,7 +32,9 @@ from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .base import Compressor, compressor_names, make_compressor
+from .snapshots import tiled_snapshot
 from .specs import CALIBRATION_PATH, load_calibration
+from .threshold_stats import tail_sums
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -44,9 +49,19 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Synthetic gradient distributions (Student-t has 3 degrees of freedom: heavy-tailed, finite variance).
-DISTRIBUTIONS = ("gaussian", "laplace", "student-t")
+#: Input distributions: synthetic (Student-t has 3 degrees of freedom: heavy-tailed, finite
+#: variance; log-normal is a random sign times exp(N(0, 1))) and the bundled real gradients
+#: (``real-<workload>``, tiled to the size: :mod:`sim.compress.snapshots`).
+DISTRIBUTIONS = (
+    "gaussian",
+    "laplace",
+    "student-t",
+    "lognormal",
+    "real-char-lstm",
+    "real-digits-cnn",
+)
 _STUDENT_DF = 3.0
+_REAL = {"real-char-lstm": "char-lstm-step100", "real-digits-cnn": "digits-cnn-step100"}
 #: Largest .npz of raw gradients read (about a 250M-parameter model in float32).
 _CAPTURED_MAX_BYTES = 1 << 30
 
@@ -69,8 +84,14 @@ class BenchRow:
         achieved_density: mean achieved density.
         gain: mean ``||C(x)||^2 / ||x||^2``.
         calls: timed calls.
-        speedup_vs_topk: exact top-k's fastest compress time / this one's (same input, same
+        speedup_vs_topk: exact top-k's median compress time / this one's (same input, same
             run), if top-k was run.
+        read_Bps: bytes of the input / median compress time (the achieved bandwidth).
+        copy_Bps: bytes of the input / median time of copying it into a preallocated tensor,
+            timed in the same rounds: the device's measured memory bandwidth for this input.
+        pass_Bps: bytes of the input / median time of one threshold-statistics pass over it
+            (:func:`sim.compress.threshold_stats.tail_sums`, fused where the backend allows).
+        threads: torch intra-op threads during the run.
     """
 
     compressor: str
@@ -86,6 +107,10 @@ class BenchRow:
     gain: float
     calls: int
     speedup_vs_topk: float | None = None
+    read_Bps: float = 0.0
+    copy_Bps: float = 0.0
+    pass_Bps: float = 0.0
+    threads: int = 1
 
 
 def parse_count(text: str) -> int:
@@ -103,7 +128,10 @@ def parse_count(text: str) -> int:
 
 
 def synthetic(distribution: str, numel: int, gen: torch.Generator) -> torch.Tensor:
-    """A float32 vector of ``numel`` draws from ``distribution`` (unit scale) using ``gen``."""
+    """A float32 vector of ``numel`` draws from ``distribution`` (unit scale) using ``gen``
+    (the real gradients are tiled, not drawn: ``gen`` is unused for them)."""
+    if distribution in _REAL:
+        return tiled_snapshot(_REAL[distribution], numel)
     if distribution == "gaussian":
         return torch.randn(numel, generator=gen)
     u = torch.rand(numel, generator=gen, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
@@ -120,6 +148,9 @@ def synthetic(distribution: str, numel: int, gen: torch.Generator) -> torch.Tens
             * 2.0
         )
         return (z / torch.sqrt(chi2 / _STUDENT_DF)).float()
+    if distribution == "lognormal":
+        z = torch.randn(numel, generator=gen, dtype=torch.float64)
+        return (torch.where(u < 0.5, -1.0, 1.0) * torch.exp(z)).float()
     raise InputError(f"unknown distribution {distribution!r}; known: {', '.join(DISTRIBUTIONS)}")
 
 
@@ -178,6 +209,27 @@ def _time_call(comp: Compressor, x: torch.Tensor, density: float, key: str, step
     den = float(torch.sum(x.double() ** 2))
     gain = float(torch.sum(local.double() ** 2)) / den if den > 0 else 1.0
     return _Sample(t1 - t0, t2 - t0, c.kept / target, gain, c.achieved_density)
+
+
+def _sync_device(x: torch.Tensor) -> None:
+    if x.device.type == "cuda":
+        torch.cuda.synchronize(x.device)
+
+
+def _time_copy(x: torch.Tensor, out: torch.Tensor) -> float:
+    _sync_device(x)
+    t0 = time.perf_counter()
+    out.copy_(x)
+    _sync_device(x)
+    return time.perf_counter() - t0
+
+
+def _time_pass(x: torch.Tensor, eta: torch.Tensor) -> float:
+    _sync_device(x)
+    t0 = time.perf_counter()
+    tail_sums(x, eta)
+    _sync_device(x)
+    return time.perf_counter() - t0
 
 
 def _make_synthetic(distribution: str, numel: int, child: np.random.SeedSequence) -> torch.Tensor:
@@ -247,10 +299,16 @@ def bench_compressors(
     for input_name, makers in _inputs(distributions, sizes, repeats, seed, captured):
         samples: dict[tuple[str, float], list[_Sample]] = {}
         comps = {(n, d): make_compressor(n, seed=seed) for n in chosen for d in densities}
-        numel = 0
+        numel, nbytes = 0, 0
+        copy_s: list[float] = []
+        pass_s: list[float] = []
         for rep, maker in enumerate(makers):
             x = maker().to(dev)
-            numel = x.numel()
+            numel, nbytes = x.numel(), x.numel() * x.element_size()
+            scratch = torch.empty_like(x)
+            eta = torch.ones((), dtype=torch.float64, device=dev)
+            _time_copy(x, scratch)  # untimed: first touch of the scratch tensor
+            _time_pass(x, eta)  # untimed: compiles the fused pass on first use
             for (_, d), comp in comps.items():
                 key = f"{input_name}/{numel}/{d}"
                 if rep == 0:
@@ -259,22 +317,27 @@ def bench_compressors(
                     for i in range(warm):
                         _time_call(comp, x, d, key, 10**6 + i)
             for call in range(calls):
+                copy_s.append(_time_copy(x, scratch))
+                pass_s.append(_time_pass(x, eta))
                 for (n, d), comp in comps.items():
                     key = f"{input_name}/{numel}/{d}"
                     step = rep * calls + call
                     samples.setdefault((n, d), []).append(_time_call(comp, x, d, key, step))
-            del x
+            del x, scratch
             if progress is not None:
                 progress(1)
+        copy_Bps = nbytes / statistics.median(copy_s)
+        pass_Bps = nbytes / statistics.median(pass_s)
         for (n, d), got in samples.items():
             targets = comps[(n, d)].targets_density
+            median_s = statistics.median(g.compress_s for g in got)
             rows.append(
                 BenchRow(
                     compressor=n,
                     input=input_name,
                     numel=numel,
                     density=d,
-                    time_s=statistics.median(g.compress_s for g in got),
+                    time_s=median_s,
                     min_time_s=min(g.compress_s for g in got),
                     total_s=statistics.median(g.total_s for g in got),
                     total_min_s=min(g.total_s for g in got),
@@ -282,17 +345,21 @@ def bench_compressors(
                     achieved_density=statistics.fmean(g.density for g in got),
                     gain=statistics.fmean(g.gain for g in got),
                     calls=len(got),
+                    read_Bps=nbytes / median_s if median_s > 0 else math.inf,
+                    copy_Bps=copy_Bps,
+                    pass_Bps=pass_Bps,
+                    threads=torch.get_num_threads(),
                 )
             )
     return _with_speedups(rows)
 
 
 def _with_speedups(rows: list[BenchRow]) -> list[BenchRow]:
-    base = {(r.input, r.numel, r.density): r.min_time_s for r in rows if r.compressor == "topk"}
+    base = {(r.input, r.numel, r.density): r.time_s for r in rows if r.compressor == "topk"}
     out = []
     for r in rows:
         b = base.get((r.input, r.numel, r.density))
-        speed = b / r.min_time_s if b is not None and r.min_time_s > 0 else None
+        speed = b / r.time_s if b is not None and r.time_s > 0 else None
         out.append(BenchRow(**{**asdict(r), "speedup_vs_topk": speed}))
     return out
 

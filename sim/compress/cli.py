@@ -25,13 +25,17 @@ examples:
   compctl bench compressors --input grads.npz --dist '' --density 0.001 --json   # captured only
   compctl bench compressors --sizes 1M,4M --calibrate              # refresh calibration.json
 
-Times are per compress call on one thread (--threads), over --repeats vectors x --calls calls,
-compressors interleaved: "ms med" the median, "ms min" the fastest, "+decomp" the fastest
-compress + local decompress (what the calibration fits). "ratio" is achieved/target density
-averaged over the calls (1.0 is perfect; "-" for compressors that do not target a density);
-"gain" is ||C(x)||^2/||x||^2; "vs topk" is exact top-k's fastest compress time over this one's, same run.
-Sizes accept k (10^3), M (10^6), G (10^9). SIDCo is warmed up (--warmup calls) so its quality
-is measured after stage adaptation.
+Times are per compress call with --threads torch threads (printed first), over --repeats
+vectors x --calls calls, compressors interleaved: "ms med" the median, "ms min" the fastest,
+"+decomp" the fastest compress + local decompress (what the calibration fits). "ratio" is
+achieved/target density averaged over the calls (1.0 is perfect; "-" for compressors that do not
+target a density); "gain" is ||C(x)||^2/||x||^2; "vs topk" is exact top-k's median compress time
+over this one's, same run. Bandwidths are bytes of the input / median time: "GB/s" of the
+compressor, "pass" of one threshold-statistics pass (fused where torch.compile works; set
+COMPCTL_FUSED=off for plain torch), "copy" of copying the same tensor, timed in the same rounds.
+Sizes accept k (10^3), M (10^6), G (10^9). Inputs: --dist (gaussian, laplace, student-t,
+lognormal, and real-char-lstm, real-digits-cnn: bundled real gradients tiled to the size).
+SIDCo is warmed up (--warmup calls) so its quality is measured after adaptation.
 """
 
 
@@ -60,7 +64,8 @@ def _fmt_row(r: Any) -> str:
     return (
         f"{r.compressor:<12} {r.input:<14} {r.numel:>11,} {r.density:>8g} "
         f"{r.time_s * 1e3:>9.2f} {r.min_time_s * 1e3:>9.2f} {r.total_min_s * 1e3:>9.2f} "
-        f"{ratio:>7} {r.gain:>9.4f} {speed:>8}"
+        f"{ratio:>7} {r.gain:>9.4f} {speed:>8} {r.read_Bps / 1e9:>7.2f} {r.pass_Bps / 1e9:>7.2f} "
+        f"{r.copy_Bps / 1e9:>7.2f}"
     )
 
 
@@ -75,6 +80,7 @@ def _cmd_bench_compressors(args: argparse.Namespace) -> int:
         parse_count,
         write_calibration,
     )
+    from .fused import fused_mode
 
     sizes = [parse_count(s) for s in _csv(args.sizes)]
     densities = _densities(args.density)
@@ -116,7 +122,15 @@ def _cmd_bench_compressors(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
         return 0
-    header = f"{'compressor':<12} {'input':<14} {'numel':>11} {'density':>8} {'ms med':>9} {'ms min':>9} {'+decomp':>9} {'ratio':>7} {'gain':>9} {'vs topk':>8}"
+    header = (
+        f"{'compressor':<12} {'input':<14} {'numel':>11} {'density':>8} {'ms med':>9} "
+        f"{'ms min':>9} {'+decomp':>9} {'ratio':>7} {'gain':>9} {'vs topk':>8} {'GB/s':>7} "
+        f"{'pass':>7} {'copy':>7}"
+    )
+    sys.stdout.write(
+        f"# device {args.device}, torch threads {torch.get_num_threads()}, "
+        f"threshold passes {'plain' if fused_mode() == 'off' else 'fused where possible'}\n"
+    )
     sys.stdout.write(header + "\n")
     for r in rows:
         sys.stdout.write(_fmt_row(r) + "\n")

@@ -10,7 +10,7 @@ from sim.errors import InputError
 
 from .base import Key, generator_for, register_compressor
 from .randomk import random_indices
-from .sparse import ThresholdEstimator, indices_above
+from .sparse import ThresholdEstimator
 
 __all__ = ["DgcCompressor"]
 
@@ -36,15 +36,23 @@ class DgcCompressor(ThresholdEstimator):
         self.sample_fraction = float(sample_fraction)
         self.min_sample = int(min_sample)
 
-    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
-        """Sampled threshold, then an exact top-k among the survivors if there are too many."""
+    def select_nonzero(
+        self, a: torch.Tensor, k: int, nnz: torch.Tensor, *, key: Key, step: int
+    ) -> torch.Tensor:
+        """Sampled threshold, then an exact top-k among the survivors if there are too many.
+
+        The threshold stays on the device; only the survivor count (a size) reaches the host.
+        """
         n = a.numel()
         size = min(n, max(self.min_sample, math.ceil(n * self.sample_fraction)))
         gen = generator_for(self.seed, key, step, a.device)
         sample = a.index_select(0, random_indices(n, size, gen, a.device))
         k_sample = max(1, math.ceil(size * k / n))
-        threshold = float(torch.topk(sample, k_sample, sorted=False).values.min())
-        idx = torch.nonzero(a >= threshold).squeeze(1) if threshold > 0 else indices_above(a, 0.0)
+        threshold = torch.topk(sample, k_sample, sorted=False).values.min()
+        threshold = torch.where(nnz <= k, torch.zeros_like(threshold), threshold)
+        # a zero threshold (a sample of zeros, or few nonzeros) sends every nonzero
+        mask = torch.where(threshold > 0, a >= threshold, a > 0)
+        idx = torch.nonzero(mask).squeeze(1)
         if idx.numel() > k:
             top = torch.topk(a.index_select(0, idx), k, sorted=False).indices
             idx = idx.index_select(0, top)

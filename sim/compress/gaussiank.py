@@ -32,17 +32,22 @@ class GaussiankCompressor(ThresholdEstimator):
             raise InputError(f"gaussiank max_iters must be >= 0, got {max_iters!r}")
         self.max_iters = int(max_iters)
 
-    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
-        """Quantile threshold, corrected multiplicatively."""
-        sigma = math.sqrt(float(torch.sum(a.double() ** 2)) / nnz)
-        d = k / nnz
-        threshold = sigma * math.sqrt(2.0) * float(torch.erfinv(torch.tensor(1.0 - d, dtype=torch.float64)))
+    def select_nonzero(
+        self, a: torch.Tensor, k: int, nnz: torch.Tensor, *, key: Key, step: int
+    ) -> torch.Tensor:
+        """Quantile threshold, corrected multiplicatively (the threshold stays on the device;
+        the corrections use only the sizes of the index tensors)."""
+        count_nz = nnz.clamp_min(1.0)
+        sigma = torch.sqrt(torch.sum(a.double() ** 2) / count_nz)
+        d = (k / count_nz).clamp_max(1.0)
+        quantile = sigma * math.sqrt(2.0) * torch.erfinv(1.0 - d)
+        threshold = torch.where(nnz <= k, torch.zeros_like(quantile), quantile)
         lo, hi = 2.0 * k / 3.0, 4.0 * k / 3.0
         idx = indices_above(a, threshold)
         for _ in range(self.max_iters):
             count = idx.numel()
             if lo <= count <= hi:
                 break
-            threshold *= 0.5 if count < lo else 1.5
+            threshold = threshold * (0.5 if count < lo else 1.5)
             idx = indices_above(a, threshold)
         return idx

@@ -30,10 +30,17 @@ class RedsyncCompressor(ThresholdEstimator):
             raise InputError(f"redsync max_iters must be >= 1, got {max_iters!r}")
         self.max_iters = int(max_iters)
 
-    def select_nonzero(self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int) -> torch.Tensor:
-        """Bisect the ratio ``r``; larger ``r`` means a higher threshold and fewer entries."""
-        mean = float(torch.sum(a, dtype=torch.float64)) / nnz
-        top = float(torch.max(a))
+    def select_nonzero(
+        self, a: torch.Tensor, k: int, nnz: torch.Tensor, *, key: Key, step: int
+    ) -> torch.Tensor:
+        """Bisect the ratio ``r``; larger ``r`` means a higher threshold and fewer entries.
+
+        Mean and maximum stay on the device; the bisection uses only the sizes of the index
+        tensors.
+        """
+        everything = nnz <= k  # then every nonzero is sent: threshold 0
+        mean = torch.where(everything, 0.0, torch.sum(a, dtype=torch.float64) / nnz.clamp_min(1.0))
+        top = torch.where(everything, 0.0, torch.max(a).double())
         lo, hi = 0.0, 1.0
         best: torch.Tensor | None = None
         idx = indices_above(a, mean)

@@ -1,11 +1,22 @@
 """SIDCo: multi-stage threshold estimation with sparsity-inducing distributions.
 
 Stage 1 fits the nonzero magnitudes and keeps a fraction ``d1`` (0.25, or the target if that is
-larger); each later stage fits the exceedances over the previous threshold and keeps a fixed
-fraction ``rho`` of the survivors, with ``d1 * rho^(S-1)`` equal to the target. The number of stages
-``S`` adapts per key: the achieved/target ratio is averaged over ``window`` calls and a stage is
-added or removed when the average leaves [0.8, 1.2]; the direction is learned per key (see
-:meth:`SidcoCompressor._adapt`).
+larger); each later stage fits the exceedances over the previous threshold. Where the paper
+keeps a fixed fraction ``rho`` per later stage, here each pass also counts its survivors exactly,
+so every later stage aims the remaining stages at the target count among the actual survivors
+(``rho = (k / survivors)^(1 / stages left)``): an error of an early fit no longer carries
+through. Everything runs on the device with no value read back to the host
+(:meth:`SidcoCompressor.threshold`; passes in :mod:`sim.compress.threshold_stats`).
+
+Two per-key controls use only the achieved count (the size of the index tensor, known to the
+host after the compaction anyway):
+
+* a damped estimate of the fits' bias ``ln(achieved/target)`` on this key's gradients; the next
+  call aims at ``k / e^bias`` (bounded by a factor of 8), which removes a fit's systematic error
+  within a few calls, so a cheap stage count suffices on heavy tails too;
+* the stage count ``S``: the achieved/target ratio is averaged over ``window`` calls (after
+  ``window`` settling calls at a new count) and a stage is added or removed when the average
+  leaves [0.8, 1.2]; the direction is learned per key (see :meth:`SidcoCompressor._adapt`).
 """
 
 from __future__ import annotations
@@ -19,15 +30,10 @@ import torch
 from sim.errors import InputError
 
 from .base import Key, register_compressor
-from .magnitude_stats import (
-    AbsMoments,
-    abs_moments,
-    block_maxima_buffer,
-    exceedance_moments,
-    indices_above_abs,
-)
-from .sidco_fits import exponential_threshold, gamma_threshold, gpareto_threshold
+from .fused import use_fused
+from .sidco_fits import exponential_threshold_t, gamma_threshold_t, gpareto_threshold_t
 from .sparse import SparseCompressor
+from .threshold_stats import indices_above_abs, log_sums, tail_sums
 
 __all__ = ["SidcoCompressor", "SidcoExponential", "SidcoGPareto", "SidcoGamma", "stage_ratios"]
 
@@ -36,6 +42,10 @@ log = logging.getLogger(__name__)
 _LOW, _HIGH = 0.8, 1.2
 #: windows after which a stage count's measured error is forgotten (the search then resumes)
 _MEMORY_WINDOWS = 10
+#: fraction of each call's log(achieved/target) added to the key's bias estimate
+_BIAS_GAIN = 0.5
+#: bound on |log bias|: a factor of 8 either way
+_BIAS_LIMIT = math.log(8.0)
 
 
 def stage_ratios(density: float, stages: int, first_ratio: float = 0.25) -> list[float]:
@@ -95,55 +105,99 @@ class SidcoCompressor(SparseCompressor):
         self._direction: dict[Key, int] = {}
         self._windows: dict[Key, int] = {}
         self._errors: dict[Key, dict[int, tuple[float, int]]] = {}
+        self._log_bias: dict[Key, float] = {}
+        self._settling: dict[Key, int] = {}
 
     def stages(self, key: Key = 0) -> int:
         """The stage count currently used for ``key``."""
         return self._stages.get(key, self.initial_stages)
 
-    def _first_threshold(self, m: AbsMoments, ratio: float) -> float:
-        # Zeros are excluded from every moment (see magnitude_stats.abs_moments).
-        mean = m.total / m.nnz
+    def _first_threshold(
+        self, flat: torch.Tensor, k: int, aim: float, stages: int, fused: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """First pass: ``(threshold, density among nonzeros)`` from the moments of the nonzero |x|,
+        aiming at ``aim`` survivors (``k`` corrected for the learned bias).
+
+        Zeros are excluded from every moment (see :mod:`sim.compress.threshold_stats`).
+        """
+        zero = torch.zeros((), dtype=torch.float64, device=flat.device)
+        if self.first_fit == "gamma":
+            nnz, total, total_log = log_sums(flat, fused=fused).unbind()
+        else:
+            nnz, total, total_sq = tail_sums(flat, zero, fused=fused).unbind()
+        count = nnz.clamp_min(1.0)
+        density = (aim / count).clamp_max(1.0)
+        ratio = self._first_ratio(density, stages)
+        mean = total / count
         if self.first_fit == "exp":
-            return exponential_threshold(mean, ratio)
-        if self.first_fit == "gp":
-            return gpareto_threshold(mean, max(m.total_sq / m.nnz - mean * mean, 0.0), ratio)
-        return gamma_threshold(mean, m.total_log / m.nnz, ratio)
+            eta = exponential_threshold_t(mean, ratio)
+        elif self.first_fit == "gp":
+            eta = gpareto_threshold_t(mean, (total_sq / count - mean * mean).clamp_min(0.0), ratio)
+        else:
+            eta = gamma_threshold_t(mean, total_log / count, ratio)
+        # no more nonzeros than k: send them all (|x| > 0)
+        return torch.where(nnz <= k, zero, eta), density
 
-    def _later_threshold(self, mean: float, var: float, ratio: float, t: float) -> float:
-        if self.later_fit == "exp":
-            return exponential_threshold(mean, ratio, t)
-        return gpareto_threshold(mean, var, ratio, t)
+    def _first_ratio(self, density: torch.Tensor, stages: int) -> torch.Tensor:
+        """What :func:`stage_ratios` keeps in stage 1, on the device."""
+        return density if stages == 1 else density.clamp_min(self.first_ratio)
 
-    def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
-        """Run the stages, then record the achieved/target ratio for adaptation.
+    def threshold(self, flat: torch.Tensor, k: int, *, key: Key = 0) -> torch.Tensor:
+        """The magnitude threshold for about ``k`` survivors: a 0-d float64 tensor on the device.
 
         Every stage needs only moments: of the nonzero magnitudes (stage 1) or of the
         exceedances over the previous threshold (later stages, the location of the
-        peaks-over-threshold model; the smallest survivor converges to it as sizes grow).
-        They are computed chunk by chunk (:mod:`sim.compress.magnitude_stats`) without
-        gathering the survivors, a quarter of the entries after stage 1 and the costliest step
-        on a CPU; the last pass also records block maxima, so the final selection reads only
-        the blocks that can hold survivors.
+        peaks-over-threshold model; the smallest survivor converges to it as sizes grow). Each
+        is one full pass (:mod:`sim.compress.threshold_stats`), fused into one kernel where
+        ``torch.compile`` works; the fits are tensor arithmetic, and a stage with fewer than two
+        exceedances keeps the previous threshold (``torch.where``), so nothing is read back to
+        the host.
         """
-        m = abs_moments(flat, squares=self.first_fit == "gp", logs=self.first_fit == "gamma")
-        if m.nnz <= k:
-            return torch.nonzero(flat).squeeze(1)
-        ratios = stage_ratios(k / m.nnz, self.stages(key), self.first_ratio)
-        eta = self._first_threshold(m, ratios[0])
-        maxima = block_maxima_buffer(flat) if len(ratios) > 1 else None
-        for ratio in ratios[1:]:
-            count, total, total_sq = exceedance_moments(
-                flat, eta, squares=self.later_fit == "gp", maxima=maxima
-            )
-            if count < 2:
-                break  # nothing left to fit: keep the previous threshold
-            mean = total / count
-            var = max(total_sq / count - mean * mean, 0.0)
-            eta = self._later_threshold(mean, var, ratio, eta)
-        idx = indices_above_abs(flat, eta, maxima)
+        fused = use_fused(flat)
+        stages = self.stages(key)
+        # aim at k / (learned achieved/target bias): see select()
+        aim = k * math.exp(-self._log_bias.get(key, 0.0)) if self.adapt else float(k)
+        eta, _ = self._first_threshold(flat, k, aim, stages, fused)
+        for remaining in range(stages - 1, 0, -1):
+            count, total, total_sq = tail_sums(flat, eta, fused=fused).unbind()
+            c = count.clamp_min(1.0)
+            # the survivors are counted exactly: aim the remaining stages at k of them
+            rho = (aim / c).clamp_max(1.0) ** (1.0 / remaining)
+            mean = total / c
+            if self.later_fit == "exp":
+                new = exponential_threshold_t(mean, rho, eta)
+            else:
+                var = (total_sq / c - mean * mean).clamp_min(0.0)
+                new = gpareto_threshold_t(mean, var, rho, eta)
+            eta = torch.where(count >= 2, new, eta)  # nothing left to fit: keep eta
+        return eta
+
+    def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
+        """Indices above :meth:`threshold`; the achieved/target ratio feeds the adaptation.
+
+        The ratio uses only the size of the index tensor, which the host knows once the
+        compaction is done, so adapting costs no extra synchronisation.
+        """
+        eta = self.threshold(flat, k, key=key)
+        idx = indices_above_abs(flat, eta)
         if self.adapt:
-            self._adapt(key, idx.numel() / k)
+            self._learn(key, idx.numel() / k)
         return idx
+
+    def _learn(self, key: Key, ratio: float) -> None:
+        """Update the key's bias estimate with one call's achieved/target ``ratio``, then the
+        stage count (:meth:`_adapt`).
+
+        The bias is a damped running estimate of ``ln(achieved/target)``: the next call aims at
+        ``k / e^bias`` survivors, which removes a fit's systematic error on this key's gradients
+        within a few calls. It is bounded by a factor of 8: a stage count whose fits need more
+        is the wrong one, so then the stage search sees the uncorrected ratio.
+        """
+        used = self._log_bias.get(key, 0.0)
+        bias = used + _BIAS_GAIN * math.log(max(ratio, 1e-6))
+        self._log_bias[key] = min(max(bias, -_BIAS_LIMIT), _BIAS_LIMIT)
+        saturated = abs(bias) >= _BIAS_LIMIT
+        self._adapt(key, ratio * math.exp(used) if saturated else ratio)
 
     def _adapt(self, key: Key, ratio: float) -> None:
         """Average ``ratio`` over ``window`` calls; outside [0.8, 1.2], move the stage count.
@@ -158,6 +212,10 @@ class SidcoCompressor(SparseCompressor):
         search resumes when the gradients drift. (A plain "flip direction when worse" rule
         cycled on real char-LSTM gradients: 2 -> 3 -> 2 -> 1 -> 2 -> 3 ... stages.)
         """
+        settling = self._settling.get(key, self.window)
+        if settling > 0:  # a new stage count: let the bias settle before judging it
+            self._settling[key] = settling - 1
+            return
         hist = self._history.setdefault(key, [])
         hist.append(ratio)
         if len(hist) < self.window:
@@ -185,6 +243,8 @@ class SidcoCompressor(SparseCompressor):
         self._direction[key] = 1 if new > s else -1
         log.debug("sidco key %r: ratio %.3f, stages %d -> %d", key, avg, s, new)
         self._stages[key] = new
+        self._log_bias.pop(key, None)  # the bias belonged to the old stage count's fits
+        self._settling.pop(key, None)
 
     def state_dict(self) -> dict[str, Any]:
         """Stage counts and pending ratios per key."""
@@ -194,6 +254,8 @@ class SidcoCompressor(SparseCompressor):
             "direction": dict(self._direction),
             "windows": dict(self._windows),
             "errors": {k: dict(v) for k, v in self._errors.items()},
+            "log_bias": dict(self._log_bias),
+            "settling": dict(self._settling),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -206,6 +268,8 @@ class SidcoCompressor(SparseCompressor):
             k: {int(n): (float(e), int(w)) for n, (e, w) in v.items()}
             for k, v in state.get("errors", {}).items()
         }
+        self._log_bias = {k: float(v) for k, v in state.get("log_bias", {}).items()}
+        self._settling = {k: int(v) for k, v in state.get("settling", {}).items()}
 
 
 @register_compressor("sidco-exp")

@@ -17,8 +17,9 @@ __all__ = ["SparseCompressor", "ThresholdEstimator", "Workspace", "indices_above
 _BLOCK = 64  # elements per block in the blocked search of indices_above
 
 
-def indices_above(a: torch.Tensor, threshold: float) -> torch.Tensor:
-    """Indices (int64, ascending) of the entries of flat ``a`` strictly above ``threshold``.
+def indices_above(a: torch.Tensor, threshold: float | torch.Tensor) -> torch.Tensor:
+    """Indices (int64, ascending) of the entries of flat ``a`` strictly above ``threshold`` (a
+    float or a 0-d tensor on ``a``'s device: nothing is read back to the host).
 
     A plain ``nonzero(a > t)`` writes a full-size mask and scans it. When few entries pass,
     it is several times cheaper to take the maximum of each 64-element block, keep the blocks
@@ -113,18 +114,19 @@ class ThresholdEstimator(SparseCompressor):
 
     Exact zeros (common in ReLU networks) are never worth sending and would bias every fit, so
     the estimate works on the nonzero entries with the density rescaled to them; if there are no
-    more than ``k`` nonzeros, all of them are sent.
+    more than ``k`` nonzeros, all of them are sent (a threshold of 0). The count of nonzeros stays
+    on the device, so subclasses fold that case into their threshold with ``torch.where``.
     """
 
     def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
-        """Handle the all-nonzeros case, then defer to :meth:`select_nonzero`."""
-        nnz = int(torch.count_nonzero(flat))
-        if nnz <= k:
-            return torch.nonzero(flat).squeeze(1)
-        return self.select_nonzero(self.magnitudes(flat), k, nnz, key=key, step=step)
+        """Count the nonzeros on the device, then defer to :meth:`select_nonzero`."""
+        a = self.magnitudes(flat)
+        nnz = torch.count_nonzero(a).to(torch.float64)
+        return self.select_nonzero(a, k, nnz, key=key, step=step)
 
     @abc.abstractmethod
     def select_nonzero(
-        self, a: torch.Tensor, k: int, nnz: int, *, key: Key, step: int
+        self, a: torch.Tensor, k: int, nnz: torch.Tensor, *, key: Key, step: int
     ) -> torch.Tensor:
-        """Indices for about ``k`` of the ``nnz`` (> k) nonzero magnitudes in ``a``."""
+        """Indices for about ``k`` of the ``nnz`` (a 0-d float64 tensor) nonzero magnitudes in
+        ``a``; every nonzero if ``nnz <= k``."""

@@ -7,8 +7,8 @@ import torch
 from sim.errors import InputError
 
 from .base import Key, register_compressor
-from .magnitude_stats import indices_above_abs
 from .sparse import SparseCompressor
+from .threshold_stats import indices_above_abs
 
 __all__ = ["ThresholdCompressor"]
 

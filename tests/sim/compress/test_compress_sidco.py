@@ -106,16 +106,17 @@ def test_band_after_adaptation_10m_25m(name: str, dist: str, numel: int, density
 
 
 def test_adaptation_moves_stages_in_the_helpful_direction() -> None:
-    """Exponential fits on Gaussian data select too few at 2 stages: stages must go up."""
-    comp = SidcoExponential(stages=2, window=3)
+    """One exponential stage on Gaussian data selects far too few (more than the bias
+    correction may fix): stages must go up."""
+    comp = SidcoExponential(stages=1, window=3)
     gen = torch.Generator().manual_seed(5)
     x = synthetic("gaussian", 300_000, gen)
     for step in range(12):
         comp.compress(x, 0.001, key="g", step=step)
-    assert comp.stages("g") > 2
-    assert comp.stages("other") == 2  # state is per key
+    assert comp.stages("g") > 1
+    assert comp.stages("other") == 1  # state is per key
     state = comp.state_dict()
-    fresh = SidcoExponential(stages=2, window=3)
+    fresh = SidcoExponential(stages=1, window=3)
     fresh.load_state_dict(state)
     assert fresh.stages("g") == comp.stages("g")
 
@@ -125,9 +126,12 @@ def test_adaptation_settles_at_the_best_stage_count_instead_of_cycling() -> None
     by_stages = {1: 3.2, 2: 1.23, 3: 0.68, 4: 0.5}
     comp = SidcoExponential(stages=2, window=5)
     visited = []
-    for _ in range(60):
+    for _ in range(120):  # each stage count: 5 settling calls, then 5 judged
         s = comp.stages("k")
         comp._adapt("k", by_stages[s])
         visited.append(s)
-    assert visited[-25:] == [2] * 25
+    # after trying 3 and 1 it dwells at 2 until the records expire (_MEMORY_WINDOWS), then
+    # re-checks the neighbours once and comes back
+    assert visited[40:90] == [2] * 50
+    assert visited.count(2) >= 0.6 * len(visited)
     assert set(visited) <= {1, 2, 3}

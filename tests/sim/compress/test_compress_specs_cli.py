@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from sim.compress.bench import BenchRow, fit_compute_model, parse_count, write_calibration
 from sim.compress.spec import check_compatible, get_spec, spec_names
@@ -86,6 +87,20 @@ def test_cli_json_rows(capsys: pytest.CaptureFixture[str]) -> None:
     assert by["topk"]["ratio"] == 1.0 and by["topk"]["speedup_vs_topk"] == 1.0
     assert by["qsgd"]["ratio"] is None
     assert 0.5 < by["sidco-exp"]["ratio"] < 2.0 and by["sidco-exp"]["calls"] == 2
+    for r in rows:  # bandwidths: bytes of the input over the median times, same run
+        assert r["read_Bps"] == pytest.approx(20_000 * 4 / r["time_s"])
+        assert r["copy_Bps"] > 0 and r["pass_Bps"] > 0 and r["threads"] == torch.get_num_threads()
+    assert len({(r["copy_Bps"], r["pass_Bps"]) for r in rows}) == 1  # one per input
+
+
+def test_cli_table_says_threads_and_bandwidths(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["bench", "compressors", "--sizes", "20k", "--density", "0.01", "--repeats", "1", "--calls", "1",
+               "--compressors", "topk", "--dist", "lognormal,real-digits-cnn", "--threads", "1"])
+    assert rc == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# device cpu, torch threads 1")
+    assert out[1].split()[-3:] == ["GB/s", "pass", "copy"]
+    assert {line.split()[1] for line in out[2:]} == {"lognormal", "real-digits-cnn"}
 
 
 def test_cli_captured_npz(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -142,8 +157,8 @@ def test_synthetic_inputs_are_seeded_and_have_the_right_shape_of_tail() -> None:
 
     assert torch.equal(draw("laplace", 1), draw("laplace", 1))
     assert not torch.equal(draw("laplace", 1), draw("laplace", 2))
-    # median of |x|: Gaussian 0.674, Laplace ln 2 = 0.693, Student-t(3) 0.765
-    for dist, median in (("gaussian", 0.674), ("laplace", 0.693), ("student-t", 0.765)):
+    # median of |x|: Gaussian 0.674, Laplace ln 2 = 0.693, Student-t(3) 0.765, log-normal e^0 = 1
+    for dist, median in (("gaussian", 0.674), ("laplace", 0.693), ("student-t", 0.765), ("lognormal", 1.0)):
         assert float(draw(dist, 3).abs().median()) == pytest.approx(median, rel=0.02), dist
     with pytest.raises(InputError):
         synthetic("cauchy", 10, torch.Generator())
