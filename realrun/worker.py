@@ -99,6 +99,13 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
     from sim.control import make_policy
 
     controller = make_policy(cfg.policy, seed=cfg.seed, **cfg.policy_params)
+    bind_progress = getattr(controller, "bind_progress", None)
+    if callable(bind_progress):
+        # The same convergence model as the simulator's for this workload (its own capture, or
+        # a borrowed one); the gain the controller observes is measured by the hook.
+        from sim.control.progress import ProgressModel
+
+        bind_progress(ProgressModel.for_workload(cfg.workload))
     trace = cfg.link_trace()
     player = TracePlayer(trace) if trace is not None else None
     hook_mode = cfg.emulation if cfg.emulation in ("hook", "netns") else "none"
