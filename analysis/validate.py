@@ -87,7 +87,8 @@ class Calibration:
             cal = cls(float(d["compute_scale"]), float(d["extra_latency_s"]),
                       str(d.get("fitted_on", "")), float(d.get("compress_scale", 1.0)),
                       float(d.get("overhead_s", 0.0)), float(d.get("agreement_s", 0.0)))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError,
+                RecursionError):
             raise InputError(
                 f"{p}: not a calibration file (needs compute_scale, extra_latency_s)"
             ) from None
@@ -158,6 +159,10 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     cfg = meta.get("config")
     if meta.get("source") != "real" or not isinstance(cfg, dict):
         raise InputError("not a real run: meta.json has no real-run config (source != real)")
+    status = meta.get("status", "complete")  # runs from before statuses were recorded
+    if status != "complete":
+        raise InputError(f"the real run is marked {status} ({meta.get('reason', 'no reason')}): "
+                         "its records are partial and not agreed across ranks")
     if not cfg.get("use_hook", True):
         policy, params = "dense", {}
     else:
