@@ -46,7 +46,7 @@ def _refused_here(args: list[str], capsys: pytest.CaptureFixture[str], *words: s
 
 
 def test_ten_million_straggling_workers_are_refused(capped_results: dict[str, Capped]) -> None:
-    _check_refused(capped_results["workers"], "workers", "GiB", "limit")
+    _check_refused(capped_results["workers"], "workers", "1,000,000")
 
 
 def test_iterations_beyond_the_memory_budget_are_refused(
