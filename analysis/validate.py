@@ -158,6 +158,10 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     cfg = meta.get("config")
     if meta.get("source") != "real" or not isinstance(cfg, dict):
         raise InputError("not a real run: meta.json has no real-run config (source != real)")
+    status = meta.get("status", "complete")  # runs from before statuses were recorded
+    if status != "complete":
+        raise InputError(f"the real run is marked {status} ({meta.get('reason', 'no reason')}): "
+                         "its records are partial and not agreed across ranks")
     if not cfg.get("use_hook", True):
         policy, params = "dense", {}
     else:
