@@ -46,9 +46,9 @@ from .density_base import DensityPolicy, iteration_time_s
 
 __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
 
-#: Corrections start after the monitor's first estimates settle, and stay within a factor 4.
+#: Corrections start after the monitor's first estimates settle, and stay within a factor 16.
 _SETTLE_STEPS = 3
-_MAX_LOG_CORR = math.log(4.0)
+_MAX_LOG_CORR = math.log(16.0)
 #: A plan that puts a collective never measured yet is re-checked after this many steps.
 _PROBE_STEPS = 2
 
