@@ -489,11 +489,17 @@ def _same_period(traces: TraceSet) -> bool:
 
 
 def simulate(
-    cfg: SimConfig, *, progress: bool = False, traces: TraceSet | None = None
+    cfg: SimConfig,
+    *,
+    progress: bool = False,
+    traces: TraceSet | None = None,
+    events: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Run ``cfg`` at its fidelity level; returns (records, meta).
 
-    See :func:`sim.runner.run_simulation`; ``traces`` replaces resolving ``cfg.trace``.
+    See :func:`sim.runner.run_simulation`; ``traces`` replaces resolving ``cfg.trace``;
+    ``events`` (stepwise only) is a file to write the first iteration's event timeline to, as
+    Chrome trace JSON.
     """
     import pandas as pd
 
@@ -534,7 +540,7 @@ def simulate(
     }
     if stepwise:
         cols["straggler_wait_s"] = []
-    state = {"factor": 1.0}
+    state: dict[str, Any] = {"factor": 1.0}
     progress_model = _progress_model(profile.name)
     bind_progress = getattr(policy, "bind_progress", None)
     if callable(bind_progress):
@@ -587,6 +593,8 @@ def simulate(
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)
                 model.account(plan)
+                if events is not None and it == 0:
+                    state["timeline"] = model.timeline(plan, start, factor)
             obs = Observation(
                 step=it + 1,
                 world_size=world,
@@ -631,6 +639,10 @@ def simulate(
     meta = _meta(cfg, profile, model, policy_seed, monitor is not None, end_s, grads)
     if stepwise:
         meta["stepwise"] = model.summary(end_s)
+    if events is not None and "timeline" in state:
+        from .engine_stepwise import write_events
+
+        write_events(events, state["timeline"])
     return records, meta
 
 

@@ -342,13 +342,18 @@ class SimConfig:
 
 
 def run_simulation(
-    cfg: SimConfig, *, progress: bool = False, traces: TraceSet | None = None
+    cfg: SimConfig,
+    *,
+    progress: bool = False,
+    traces: TraceSet | None = None,
+    events: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate ``cfg``; returns (records with one row per iteration, metadata).
 
     ``traces``, if given, is used instead of resolving ``cfg.trace`` (which then only labels the
     run): for programs that build per-link trace sets in memory. ``progress`` shows a tqdm bar on
-    a terminal.
+    a terminal. ``events`` (stepwise only) writes the first iteration's event timeline there
+    as Chrome trace JSON.
 
     The records hold every column of :data:`sim.schema.REQUIRED_COLUMNS` with ``source="sim"``,
     plus ``comm_s``, ``gain``, ``est_latency_s`` and ``est_bandwidth_Bps``. Same config, same
@@ -356,7 +361,9 @@ def run_simulation(
     """
     from .engine import simulate
 
-    records, meta = simulate(cfg, progress=progress, traces=traces)
+    if events is not None and cfg.fidelity != "stepwise":
+        raise InputError("an event timeline needs fidelity stepwise")
+    records, meta = simulate(cfg, progress=progress, traces=traces, events=events)
     if cfg.convergence == "auto":
         records, meta = _add_convergence(cfg, records, meta)
     return records, meta

@@ -91,7 +91,7 @@ REPORT_KEYS: tuple[str, ...] = (
 )
 
 #: Keys whose string values name files; relative paths are taken relative to the spec file.
-_PATH_KEYS = ("trace", "workload", "gradient_trace")
+_PATH_KEYS = ("trace", "workload", "gradient_trace", "topology", "calibration")
 
 #: Turns a raw configuration dict into the canonical dict that identifies a run (defaults filled
 #: in, names normalised) or raises :class:`InputError` naming the bad field.
