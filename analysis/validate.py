@@ -87,7 +87,8 @@ class Calibration:
             cal = cls(float(d["compute_scale"]), float(d["extra_latency_s"]),
                       str(d.get("fitted_on", "")), float(d.get("compress_scale", 1.0)),
                       float(d.get("overhead_s", 0.0)), float(d.get("agreement_s", 0.0)))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError,
+                RecursionError):
             raise InputError(
                 f"{p}: not a calibration file (needs compute_scale, extra_latency_s)"
             ) from None

@@ -400,7 +400,7 @@ def _launch_notes(cfg: RealConfig) -> dict[str, str]:
     """What the launcher knows and the ranks do not, for ``meta.json``."""
     if cfg.emulation != "netns":
         return {"rank_privileges": "as launched"}
-    plan = os.environ.get(DROP_TO_ENV) or _drop_plan()[0]
+    plan = _drop_plan()[0]
     how = "uid 0 without capabilities" if plan == "caps" else f"uid:gid {plan}"
     return {"rank_privileges": f"root for set-up, then {how}"}
 
@@ -431,6 +431,7 @@ def _write_partial(cfg: RealConfig, log_dir: Path | None, dest: Path | None, for
     rows = partial_rows(rank_logs, policy)
     meta = run_meta(cfg, world=cfg.world_size, params=params, backend=backend, device=kind,
                     status=status)
+    meta.update(_launch_notes(cfg))
     meta["reason"] = reason
     meta["records"] = ("partial: each rank's own measurements as logged, maximum over the "
                        "ranks that logged an iteration (not agreed across ranks)")

@@ -249,6 +249,8 @@ def load_spec(path: str | os.PathLike[str]) -> SweepSpec:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{p}: malformed TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{p}: malformed TOML: nested too deeply") from None
     spec = parse_spec(raw, source=str(p))
     return _resolve_paths(spec, p.parent)
 
