@@ -58,7 +58,7 @@ def test_mpc_does_not_switch_for_less_than_its_margin() -> None:
 
 
 def test_mpc_learns_a_collective_slower_than_predicted_and_avoids_it() -> None:
-    from sim.control import Decision, Observation
+    from sim.control import Observation
     from sim.control.selector import collective_time_s
 
     lat, bw, world, grad = 10e-3, 1.25e9, 64, 100_000_000
