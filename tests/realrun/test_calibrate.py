@@ -173,3 +173,71 @@ def test_real_gloo_microbenchmark_writes_a_file_the_simulator_uses(
     records, meta = run_simulation(cfg)
     assert len(records) == 2
     assert meta["stepwise"]["transport"]["hop_latency_s"] == tp.hop_latency_s
+
+
+def _fake_real_run(tmp_path: Path, mode: str) -> str:
+    """A simulated run dressed as a real one (the validate tests' approach)."""
+    from sim.rundir import write_run
+
+    trace = "const:lat_ms=1,bw_mbps=100"
+    records, _ = run_simulation(SimConfig(workload="digits-cnn", workers=2, trace=trace,
+                                          iterations=8, convergence="off",
+                                          bucket_bytes=25.0 * 2**20))
+    records["source"] = "real"
+    meta = {"source": "real", "emulation": {"mode": mode, "delay": "hook" if mode != "tc"
+                                            else "netem", "bandwidth": {"hook": "hook",
+                                                                        "netns": "tbf",
+                                                                        "tc": "netem"}[mode]},
+            "config": {"workload": "digits-cnn", "nproc": 2, "trace": trace, "policy": "dense",
+                       "policy_params": {}, "steps": 8, "seed": 0, "bucket_cap_mb": 25.0}}
+    out = tmp_path / f"real-{mode}"
+    write_run(out, records, meta)
+    return str(out)
+
+
+def test_validate_labels_the_real_side_and_applies_a_transport_calibration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.transports import CALIBRATION_SCHEMA
+
+    run = _fake_real_run(tmp_path, "hook")
+    assert main(["validate", "--real", run, "--skip", "1", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["comparison"]["real_side"] == "emulated"
+    assert plain["comparison"]["transport_calibration"].startswith("none")
+    cal = tmp_path / "slow.json"
+    cal.write_text(json.dumps({"schema": CALIBRATION_SCHEMA,
+                               "transports": {"gloo": {"hop_latency_s": 0.01}}}))
+    base = ["validate", "--real", run, "--skip", "1", "--fidelity", "stepwise",
+            "--transport", "gloo", "--json"]
+    assert main(base) == 0
+    uncal = json.loads(capsys.readouterr().out)
+    assert main([*base, "--transport-calibration", str(cal)]) == 0
+    slow = json.loads(capsys.readouterr().out)
+    assert slow["comparison"]["transport_calibration"] == f"file {cal}"
+    # 2 ranks: 2 ring steps of 10 ms more per bucket
+    assert slow["sim_mean_comm_s"] >= uncal["sim_mean_comm_s"] + 0.02 - 1e-9
+    assert main(["validate", "--real", run, "--transport-calibration", str(cal)]) == 2
+    assert "--fidelity stepwise" in capsys.readouterr().err
+
+
+def test_validate_calibrates_first_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _fake_real_run(tmp_path, "netns")
+    assert main(["validate", "--real", run, "--skip", "1", "--fidelity", "stepwise",
+                 "--transport", "gloo", "--calibrate-transport"]) == 0
+    cap = capsys.readouterr()
+    assert "measuring allreduce on this machine first" in cap.err
+    assert "real side: partly emulated (netns: delay slept" in cap.out
+    assert "transport calibration: measured now" in cap.out
+
+
+def test_real_side_kind() -> None:
+    from analysis.validate import real_side_kind
+
+    assert real_side_kind({"emulation": {"mode": "tc", "delay": "netem",
+                                         "bandwidth": "netem"}})[0] == "real"
+    assert real_side_kind({"emulation": {"mode": "hook", "delay": "hook",
+                                         "bandwidth": "hook"}})[0] == "emulated"
+    assert real_side_kind({"config": {"emulation": "none"}})[0] == "real"
