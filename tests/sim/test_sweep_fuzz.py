@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sim.entry import main
@@ -70,6 +70,9 @@ specs = st.fixed_dictionaries(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=specs)
+# A billion-run spec must be refused from its counts, before anything is allocated.
+@example(raw={"seeds": 10**12, "base": {"workload": "tiny", "workers": 2, "trace": "const"}})
+@example(raw={"base": {"workload": "tiny", "policy_params": {"densityy": 0.1}}, "seeds": 1})
 def test_any_spec_structure_is_valid_or_an_input_error(raw: dict[str, Any]) -> None:
     try:
         spec = parse_spec(raw)
