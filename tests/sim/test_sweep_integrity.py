@@ -222,3 +222,19 @@ def test_out_without_room_for_the_estimate_is_refused_before_any_work(
     with pytest.raises(InputError, match="only 0 MB are free"):
         run_sweep(_runs(), out, run_fn=fake_run, jobs=1, progress=False)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content"), [("records.parquet", b"PAR1xx"), ("meta.json", b"[1")]
+)
+def test_validate_turns_a_malformed_run_into_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes
+) -> None:
+    out = tmp_path / "out"
+    _sweep(out)
+    run = sorted((out / RUNS_DIR).iterdir())[0]
+    (run / MANIFEST).unlink()
+    (run / name).write_bytes(content)
+    assert main(["validate", "--real", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and name in err[0] and "Traceback" not in err[0]
