@@ -87,7 +87,8 @@ class Calibration:
             cal = cls(float(d["compute_scale"]), float(d["extra_latency_s"]),
                       str(d.get("fitted_on", "")), float(d.get("compress_scale", 1.0)),
                       float(d.get("overhead_s", 0.0)), float(d.get("agreement_s", 0.0)))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError,
+                RecursionError):
             raise InputError(
                 f"{p}: not a calibration file (needs compute_scale, extra_latency_s)"
             ) from None
@@ -150,13 +151,18 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
-                   *, trace_override: str | None = None) -> Any:
+                   *, trace_override: str | None = None, fidelity: str = "analytic",
+                   transport: str = "ideal") -> Any:
     """The :class:`~sim.runner.SimConfig` that simulates the real run described by ``meta``."""
     from sim.runner import SimConfig
 
     cfg = meta.get("config")
     if meta.get("source") != "real" or not isinstance(cfg, dict):
         raise InputError("not a real run: meta.json has no real-run config (source != real)")
+    status = meta.get("status", "complete")  # runs from before statuses were recorded
+    if status != "complete":
+        raise InputError(f"the real run is marked {status} ({meta.get('reason', 'no reason')}): "
+                         "its records are partial and not agreed across ranks")
     if not cfg.get("use_hook", True):
         policy, params = "dense", {}
     else:
@@ -177,6 +183,8 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         compute_scale=cal.compute_scale,
         compress_scale=cal.compress_scale,
         overhead_s=cal.overhead_s + (cal.agreement_s if _agreed_each_step(meta) else 0.0),
+        fidelity=fidelity,
+        transport=transport,
     )
 
 
@@ -218,7 +226,8 @@ def _adjusted_trace_file(spec: str, extra_latency_s: float, delay_s: float, hori
     return str(path)
 
 
-def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None
+def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
+                  *, fidelity: str = "analytic", transport: str = "ideal"
                   ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate the real run ``meta`` describes, with ``calibration`` applied and the trace
     clock aligned (delayed by the simulated iteration 0, as the real run's clock starts at
@@ -231,13 +240,15 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None
         override = None
         if cal.extra_latency_s and spec is not None:
             override = _adjusted_trace_file(spec, cal.extra_latency_s, 0.0, 0.0, Path(tmp))
-        cfg = sim_config_for(meta, cal, trace_override=override)
+        cfg = sim_config_for(meta, cal, trace_override=override, fidelity=fidelity,
+                             transport=transport)
         records, sim_meta = run_simulation(cfg)
         delay = float(records["iter_s"].iloc[0]) if len(records) else 0.0
         if spec is not None and delay > 0.0 and len(records) > 1:
             horizon = 4.0 * float(records["iter_s"].sum()) + 60.0
             override = _adjusted_trace_file(spec, cal.extra_latency_s, delay, horizon, Path(tmp))
-            cfg = sim_config_for(meta, cal, trace_override=override)
+            cfg = sim_config_for(meta, cal, trace_override=override, fidelity=fidelity,
+                                 transport=transport)
             records, sim_meta = run_simulation(cfg)
     return records, sim_meta
 
@@ -382,7 +393,8 @@ def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLi
 
 def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] | None = None,
              *, calibration: Calibration | None = None, skip: int = 3,
-             plot: str | os.PathLike[str] | None = None) -> tuple[ValidationResult, pd.DataFrame]:
+             plot: str | os.PathLike[str] | None = None, fidelity: str = "analytic",
+             transport: str = "ideal") -> tuple[ValidationResult, pd.DataFrame]:
     """Compare a real run with a simulation of it (or with the simulated run ``sim_dir``).
 
     Returns the result and the simulated records used.
@@ -395,7 +407,7 @@ def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] |
     if sim_dir is not None:
         sim, _ = read_run(sim_dir)
     else:
-        sim, _ = simulate_like(meta, calibration)
+        sim, _ = simulate_like(meta, calibration, fidelity=fidelity, transport=transport)
     res = compare(real, sim, skip=skip)
     if plot is not None:
         cfg = meta.get("config", {})

@@ -58,7 +58,8 @@ def _run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         Path(args.save_calibration).write_text(cal.to_json())
-    res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot)
+    res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot,
+                      fidelity=args.fidelity, transport=args.transport)
     out: dict[str, Any] = res.as_dict()
     if cal is not None:
         out["calibration"] = {"compute_scale": cal.compute_scale,
@@ -116,5 +117,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--save-calibration", default=None, help="write the fitted calibration")
     p.add_argument("--skip", type=int, default=3, help="leading iterations left out (3)")
     p.add_argument("--plot", default=None, help="PNG of both time series")
+    p.add_argument("--fidelity", default="analytic", choices=("analytic", "stepwise"),
+                   help="simulator fidelity of the prediction (analytic)")
+    p.add_argument("--transport", default="ideal",
+                   help="with --fidelity stepwise: ideal, nccl or gloo (ideal)")
     p.add_argument("--json", action="store_true", help="numbers as JSON on stdout")
     p.set_defaults(func=_run)

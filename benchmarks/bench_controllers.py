@@ -15,6 +15,8 @@ Usage::
     python benchmarks/bench_controllers.py            # table
     python benchmarks/bench_controllers.py --json     # numbers as JSON
     python benchmarks/bench_controllers.py --quick    # fewer repetitions
+    python benchmarks/bench_controllers.py --tta      # time-to-target table (benchmarks/tta_table.py)
+    python benchmarks/bench_controllers.py --tta --held-out   # on fresh generated traces
 
 Timings use time.perf_counter (the controllers themselves never read a clock).
 """
@@ -128,8 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run every measurement and print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (--tta: fewer scenarios)")
+    parser.add_argument("--tta", action="store_true",
+                        help="time-to-target of every policy vs best fixed density and oracle")
+    parser.add_argument("--held-out", action="store_true",
+                        help="--tta on fresh generated traces (seeds never tuned on)")
+    parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
     args = parser.parse_args(argv)
+    if args.tta:
+        return _tta(args)
     steps = 200 if args.quick else 1000
     rows: list[dict[str, Any]] = []
 
@@ -160,6 +169,25 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(
             f"{r['what']:<36} {r['us']:10.1f}us {r['ratio']:7.2f}x  {r['baseline']}\n"
         )
+    return 0
+
+
+def _tta(args: argparse.Namespace) -> int:
+    import tta_table as tt
+
+    traces = dict(tt.HELD_OUT) if args.held_out else {t: tt.CLASSES[t] for t in tt.BUNDLED}
+    workloads, workers = (("resnet50",), (8, 64)) if args.quick else (tt.WORKLOADS, tt.WORKERS)
+    scs = tt.run_all(tt.scenarios(traces, workloads, workers), jobs=args.jobs)
+    summary = tt.summarise(scs)
+    if args.json:
+        rows = [{"trace": s.trace, "workload": s.workload, "workers": s.workers,
+                 "class": s.net_class, "target_progress": s.target,
+                 "fixed": {str(k): v for k, v in s.fixed.items()}, "policies": s.policies}
+                for s in scs]
+        sys.stdout.write(json.dumps({"scenarios": rows, "summary": summary}, indent=1) + "\n")
+        return 0
+    sys.stdout.write(tt.format_table(scs))
+    sys.stdout.write(json.dumps(summary, indent=1) + "\n")
     return 0
 
 

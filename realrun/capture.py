@@ -40,6 +40,7 @@ from realrun.workloads import Workload, get_workload
 from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
 from traces.gradtrace import FORMAT, GRADS_DIR, VERSION, GradTrace
+from traces.input_limits import MAX_JSON_BYTES, check_file_size
 
 __all__ = [
     "DEFAULT_DENSITIES",
@@ -395,9 +396,10 @@ def read_runs(path: str | os.PathLike[str]) -> dict[str, RunCurve]:
     p = Path(path)
     if not p.exists():
         return {}
+    check_file_size(p, MAX_JSON_BYTES, "real-runs file")
     try:
         data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise InputError(f"{p}: not a JSON real-runs file") from None
     if not isinstance(data, dict) or data.get("format") != RUNS_FORMAT or not isinstance(data.get("runs"), dict):
         raise InputError(f"{p}: not a compctl real-runs file (format {RUNS_FORMAT!r})")

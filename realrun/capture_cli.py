@@ -114,6 +114,19 @@ def _threads() -> None:
     torch.set_num_threads(1)
 
 
+def _stoppable(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``cmd`` with SIGTERM and SIGHUP taking Ctrl-C's path (clean-up runs, exit 128+signal)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from sim.signals import interrupt_on_signals
+
+        with interrupt_on_signals():
+            return cmd(args)
+
+    run.__doc__ = cmd.__doc__
+    return run
+
+
 def _check_new_file(out: str, force: bool) -> None:
     """Refuse, before any training, to replace an existing file without ``--force``."""
     p = Path(out)
@@ -335,7 +348,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_capture)
+    p.set_defaults(func=_stoppable(_cmd_capture))
 
     r = sub.add_parser("convergence-run", help="real compressed runs (fixed or scheduled density)",
                        description="Real training with top-k and error feedback at density schedules.",
@@ -350,7 +363,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     r.add_argument("--force", action="store_true", help="re-run schedules already in the file")
     r.add_argument("--json", action="store_true")
     r.add_argument("--quiet", action="store_true")
-    r.set_defaults(func=_cmd_run)
+    r.set_defaults(func=_stoppable(_cmd_run))
 
     c = sub.add_parser("convergence-calibrate", help="fit the convergence model to real runs",
                        description="Calibrate the convergence model on real fixed-density runs.",
@@ -373,7 +386,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     c.add_argument("--force", action="store_true", help="replace an existing --out file")
     c.add_argument("--json", action="store_true")
     c.add_argument("--quiet", action="store_true")
-    c.set_defaults(func=_cmd_calibrate)
+    c.set_defaults(func=_stoppable(_cmd_calibrate))
 
     q = sub.add_parser("convergence-predict", help="predicted progress and time-to-target",
                        description="Predict progress, loss/accuracy and iterations to a target.",

@@ -126,6 +126,15 @@ def _drop_plan() -> tuple[str, int, int]:
     return "caps", 0, 0
 
 
+def _count_lines(path: Path, offset: int) -> tuple[int, int]:
+    """Newlines in ``path`` after byte ``offset`` (only the new part is read), and the offset
+    of the end of what was read."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    return data.count(b"\n"), offset + len(data)
+
+
 def _proc_stat(pid: int) -> list[str]:
     """Fields of ``/proc/PID/stat`` after the command name (empty where unreadable)."""
     try:
@@ -204,9 +213,9 @@ class _Ranks:
                 except FileNotFoundError:
                     continue
                 if st.st_size != sizes[r]:
-                    sizes[r] = st.st_size
+                    new_lines, sizes[r] = _count_lines(path, sizes[r])
+                    lines[r] += new_lines
                     written_ns[r] = st.st_mtime_ns
-                    lines[r] = path.read_bytes().count(b"\n")
                     progress_at[r] = now
                     cpu_at[r] = _cpu_s(self.procs[r].pid)
             # Until its first line a rank may also be starting up (imports, data, rendezvous).
@@ -377,7 +386,7 @@ def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, i
                 env["GLOO_SOCKET_IFNAME"] = iface
             cmd = [*prefixes[r], sys.executable, "-m", "realrun.worker",
                    "--config", str(cfg_path), "--log-dir", str(log_dir),
-                   "--timeout-s", str(limit_s)]
+                   "--timeout-s", str(max(limit_s, _STARTUP_S))]
             if first + r == 0:
                 cmd += ["--out", str(scratch / "run")]
                 cmd += ["--progress"] if progress else []
@@ -391,7 +400,7 @@ def _launch_notes(cfg: RealConfig) -> dict[str, str]:
     """What the launcher knows and the ranks do not, for ``meta.json``."""
     if cfg.emulation != "netns":
         return {"rank_privileges": "as launched"}
-    plan = os.environ.get(DROP_TO_ENV) or _drop_plan()[0]
+    plan = _drop_plan()[0]
     how = "uid 0 without capabilities" if plan == "caps" else f"uid:gid {plan}"
     return {"rank_privileges": f"root for set-up, then {how}"}
 
@@ -422,6 +431,7 @@ def _write_partial(cfg: RealConfig, log_dir: Path | None, dest: Path | None, for
     rows = partial_rows(rank_logs, policy)
     meta = run_meta(cfg, world=cfg.world_size, params=params, backend=backend, device=kind,
                     status=status)
+    meta.update(_launch_notes(cfg))
     meta["reason"] = reason
     meta["records"] = ("partial: each rank's own measurements as logged, maximum over the "
                        "ranks that logged an iteration (not agreed across ranks)")

@@ -43,10 +43,10 @@ from .devices import (
 from .emulation import HookEmulator
 from .hook import CompressionHookState, IterationStats, compression_hook
 from .lifecycle import LAUNCHER_PID_ENV, die_with_launcher, drop_privileges, launcher_alive
-from .rank_log import RankLog
+from .rank_log import RankLog, split_iteration
 from .traceplayer import TracePlayer
 
-__all__ = ["train_rank", "main", "split_iteration", "T0_FILE_ENV"]
+__all__ = ["train_rank", "main", "T0_FILE_ENV"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,13 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
     from sim.control import make_policy
 
     controller = make_policy(cfg.policy, seed=cfg.seed, **cfg.policy_params)
+    bind_progress = getattr(controller, "bind_progress", None)
+    if callable(bind_progress):
+        # The same convergence model as the simulator's for this workload (its own capture, or
+        # a borrowed one); the gain the controller observes is measured by the hook.
+        from sim.control.progress import ProgressModel
+
+        bind_progress(ProgressModel.for_workload(cfg.workload))
     trace = cfg.link_trace()
     player = TracePlayer(trace) if trace is not None else None
     hook_mode = cfg.emulation if cfg.emulation in ("hook", "netns") else "none"
@@ -274,20 +281,6 @@ def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], t
         row.update(evals.get(it, {}))
         rows.append(row)
     return rows
-
-
-def split_iteration(iter_s: float, exposed_s: float, compress_s: float
-                    ) -> tuple[float, float, float]:
-    """(exposed communication, compression, compute) of an iteration that lasted ``iter_s``.
-
-    The measured parts are maxima over ranks, while ``iter_s`` is the mean start-to-start
-    time: a rank that reached the collective early waits there longer than the mean
-    iteration lasts (seen in netns runs as exposed_comm_s > iter_s). The parts are therefore
-    bounded by the iteration, compression first and the wait after it, and compute is what
-    remains; the three always add up to ``iter_s``."""
-    compress = min(max(compress_s, 0.0), iter_s)
-    exposed = min(max(exposed_s, 0.0), iter_s - compress)
-    return exposed, compress, iter_s - compress - exposed
 
 
 def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,

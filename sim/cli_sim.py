@@ -163,6 +163,9 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--fidelity", default="analytic", help="analytic (default) or stepwise")
     _add_stepwise_args(p)
+    p.add_argument(
+        "--events", help="stepwise: write the first iteration's timeline (Chrome trace JSON)"
+    )
     p.add_argument("--out", help="run directory to write (records.parquet, meta.json)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -222,7 +225,9 @@ def _run_sim(args: argparse.Namespace) -> int:
     check_config(cfg)
     if args.out:
         check_out_dir(args.out, force=args.force)
-    records, meta = run_simulation(cfg, progress=not args.quiet)
+    if args.events and cfg.fidelity != "stepwise":
+        raise InputError("--events needs --fidelity stepwise")
+    records, meta = run_simulation(cfg, progress=not args.quiet, events=args.events)
     if args.out:
         write_run(args.out, records, meta, force=args.force)
     summary = {
@@ -236,6 +241,8 @@ def _run_sim(args: argparse.Namespace) -> int:
         "bytes_sent_per_worker": float(records["bytes_sent"].sum()),
         "out": args.out,
     }
+    if "straggler_wait_s" in records:
+        summary["mean_straggler_wait_s"] = float(records["straggler_wait_s"].mean())
     if args.json:
         sys.stdout.write(json.dumps(summary, sort_keys=True) + "\n")
     elif not args.quiet:

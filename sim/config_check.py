@@ -2,8 +2,9 @@
 
 :func:`check_config` does everything a run does before its first simulated step except the
 simulation itself: it loads the workload profile and the network trace, builds the policy with
-its parameters (unknown names and wrong types are errors naming the parameter), checks that the
-policy's compressor can ride its collective, and bounds the memory a run would take. A sweep
+its parameters (unknown names and wrong types are errors naming the parameter) and checks that
+the policy's compressor can ride its collective (the size bounds are checked by
+:class:`~sim.runner.SimConfig` itself, see :mod:`sim.resource_bounds`). A sweep
 calls it for every run before creating anything, so a typo costs seconds, not a failed sweep.
 """
 
@@ -18,49 +19,7 @@ from sim.errors import InputError
 if TYPE_CHECKING:
     from sim.runner import SimConfig
 
-__all__ = [
-    "check_config",
-    "estimate_memory_bytes",
-    "MAX_RUN_MEMORY_BYTES",
-    "ROW_BYTES",
-    "STRAGGLER_CHUNK_BYTES_PER_WORKER",
-]
-
-#: Memory one simulated run may plan for; beyond it the run is refused before it starts (a
-#: typo such as ``workers = 10000000`` must not take a shared machine's memory for minutes).
-MAX_RUN_MEMORY_BYTES = 2 * 1024**3
-#: Memory per simulated iteration while records are collected (about 16 Python lists of boxed
-#: floats and strings, then the DataFrame copy), rounded up.
-ROW_BYTES = 600
-#: Straggler jitter is drawn 256 iterations at a time for every worker (8-byte floats, and one
-#: temporary of the same size while the maximum is taken).
-STRAGGLER_CHUNK_BYTES_PER_WORKER = 256 * 8 * 2
-
-
-def estimate_memory_bytes(cfg: SimConfig) -> int:
-    """Upper estimate of the memory :func:`sim.runner.run_simulation` needs for ``cfg``."""
-    rows = cfg.iterations * ROW_BYTES
-    per_worker = 8 * 4  # speeds, cluster bookkeeping
-    if cfg.straggler_sigma > 0.0:
-        per_worker += STRAGGLER_CHUNK_BYTES_PER_WORKER
-    return int(rows + cfg.workers * per_worker)
-
-
-def _gib(n: float) -> str:
-    return f"{n / 1024**3:.1f} GiB"
-
-
-def _check_size(cfg: SimConfig) -> None:
-    need = estimate_memory_bytes(cfg)
-    if need > MAX_RUN_MEMORY_BYTES:
-        jitter = " with straggler jitter" if cfg.straggler_sigma > 0.0 else ""
-        raise InputError(
-            f"workers={cfg.workers}, iterations={cfg.iterations}{jitter} need about {_gib(need)} "
-            f"of memory per run (iterations x {ROW_BYTES} B + workers x "
-            f"{STRAGGLER_CHUNK_BYTES_PER_WORKER if jitter else 32} B); the limit is "
-            f"{_gib(MAX_RUN_MEMORY_BYTES)}: reduce workers or iterations"
-        )
-
+__all__ = ["check_config"]
 
 @functools.lru_cache(maxsize=64)
 def _check_workload(workload: str, stamp: tuple[int, int] | None) -> None:
@@ -109,7 +68,6 @@ def check_config(cfg: SimConfig) -> None:
     """Everything a run of ``cfg`` checks before it starts; :class:`InputError` naming the field."""
     from sim.control.registry import make_policy, policy_info
 
-    _check_size(cfg)
     params = cfg.resolved_policy_params()
     make_policy(cfg.policy, seed=0, **params)
     _check_pair(params, policy_info(cfg.policy).parameters())

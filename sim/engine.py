@@ -21,7 +21,11 @@ The controller is asked for a :class:`Decision` before every iteration; one deci
 all buckets of the iteration. Its :class:`Observation` carries, besides the measured times,
 ``extra["iteration_s"]`` (the last iteration's true duration, overlap included),
 ``extra["now_s"]`` (the simulated clock at decision time) and, when the workload has a gradient
-trace (:func:`grad_norm_source`), ``grad_norm``. Per distinct decision the bucket terms, compression times and
+trace (:func:`grad_norm_source`), ``grad_norm``. ``Observation.gain`` (and the records' ``gain``
+column) is the gain of the iteration's decision sampled from the workload's gradient trace at that
+iteration (:class:`sim.control.progress.ProgressModel`, the model that scores the run); real runs
+measure the same quantity from the gradients they compress. Every policy with ``bind_progress`` is
+given that model before the run. Per distinct decision the bucket terms, compression times and
 payload bytes are computed once and cached, so the per-iteration work is a short loop of float
 arithmetic and two ``bisect`` lookups per bucket. SimPy advances the clock with one timeout per
 iteration.
@@ -42,6 +46,7 @@ import numpy as np
 import simpy
 
 from sim.compress.spec import check_compatible, get_spec
+from sim.control.progress import ProgressModel
 from sim.control.registry import make_policy, policy_info
 from sim.control.types import COLLECTIVES, Controller, Decision, Observation
 from sim.errors import InputError
@@ -84,15 +89,6 @@ def resolve_trace(spec: str) -> TraceSet:
 
         return read_trace(spec)
     return _resolve(spec)
-
-
-def _gain(compressor: str, density: float) -> float:
-    """Expected compression gain of a decision (the single place the engine asks for it)."""
-    try:
-        from sim.control.progress import expected_gain
-    except ImportError:  # pragma: no cover - placeholder until the progress proxy exists
-        return 1.0 if compressor == "none" else float(density)
-    return float(expected_gain(compressor, density))
 
 
 class GradNormSource:
@@ -172,7 +168,6 @@ class DecisionPlan:
     after_s: tuple[float, ...]
     compress_s: tuple[float, ...]
     payload_bytes: float
-    gain: float
 
 
 @dataclass(frozen=True)
@@ -252,7 +247,6 @@ class IterationModel:
             tuple(s.fixed_after_s for s in shapes),
             tuple(comp),
             total,
-            _gain(decision.compressor, decision.density),
         )
         self._plans[decision] = p
         return p
@@ -338,13 +332,58 @@ class IterationModel:
 
 
 class OracleContext:
-    """What a sim-only policy's ``bind_oracle`` receives: the true iteration time, on demand."""
+    """What a sim-only policy's ``bind_oracle`` receives: the true iteration time on demand, the
+    link's change points, the run's length and the convergence model that scores it."""
 
-    def __init__(self, model: IterationModel, factor: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        model: Any,
+        factor: Callable[[], Any],
+        *,
+        iterations: int = 0,
+        progress: ProgressModel | None = None,
+    ) -> None:
         self._model = model
         self._factor = factor
         self.workload_grad_bytes: int = model.grad_bytes
         self.world_size: int = model.cluster.n_workers
+        self.iterations = iterations
+        self.progress = progress
+        link = model.cluster.link
+        self._t: list[float] = link.time_s.tolist()
+        self._period = link.period_s
+        # Only the analytic model is paced by this one link (the stepwise network has its own
+        # per-link traces), so only there is an iteration inside one state of it a constant.
+        self._exact = isinstance(model, IterationModel)
+
+    def segment_s(self, t_s: float) -> tuple[float, float] | None:
+        """Start and end (absolute seconds) of the constant link state holding at ``t_s``;
+        ``None`` when the iteration time is not a function of that state alone (stepwise)."""
+        return self._segment(t_s) if self._exact else None
+
+    def _segment(self, t_s: float) -> tuple[float, float]:
+        base = 0.0
+        local = t_s
+        if self._period is not None and t_s >= self._period:
+            base = math.floor(t_s / self._period) * self._period
+            local = t_s - base
+        j = max(0, bisect_right(self._t, local) - 1)
+        if j + 1 < len(self._t):
+            end = self._t[j + 1]
+        else:
+            end = self._period if self._period is not None else math.inf
+        return base + self._t[j], base + end
+
+    def change_points_s(self, t0_s: float, t1_s: float) -> list[float]:
+        """Times in ``(t0_s, t1_s)`` at which the link state changes."""
+        out: list[float] = []
+        t = t0_s
+        while True:
+            end = self._segment(t)[1]
+            if not end < t1_s or len(out) > 100_000:
+                return out
+            out.append(end)
+            t = end
 
     def iteration_time_s(self, decision: Decision, start_s: float) -> float:
         """Duration of one iteration under ``decision`` starting at ``start_s`` (real trace,
@@ -450,11 +489,17 @@ def _same_period(traces: TraceSet) -> bool:
 
 
 def simulate(
-    cfg: SimConfig, *, progress: bool = False, traces: TraceSet | None = None
+    cfg: SimConfig,
+    *,
+    progress: bool = False,
+    traces: TraceSet | None = None,
+    events: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Run ``cfg`` at its fidelity level; returns (records, meta).
 
-    See :func:`sim.runner.run_simulation`; ``traces`` replaces resolving ``cfg.trace``.
+    See :func:`sim.runner.run_simulation`; ``traces`` replaces resolving ``cfg.trace``;
+    ``events`` (stepwise only) is a file to write the first iteration's event timeline to, as
+    Chrome trace JSON.
     """
     import pandas as pd
 
@@ -495,10 +540,21 @@ def simulate(
     }
     if stepwise:
         cols["straggler_wait_s"] = []
-    state = {"factor": 1.0}
+    state: dict[str, Any] = {"factor": 1.0}
+    progress_model = _progress_model(profile.name)
+    bind_progress = getattr(policy, "bind_progress", None)
+    if callable(bind_progress):
+        bind_progress(progress_model)
     bind = getattr(policy, "bind_oracle", None)
     if callable(bind):
-        bind(OracleContext(model, lambda: state["factor"]))
+        bind(
+            OracleContext(
+                model,
+                lambda: state["factor"],
+                iterations=cfg.iterations,
+                progress=progress_model,
+            )
+        )
 
     link = model.cluster.link
     world, grad_bytes = cfg.workers, model.grad_bytes
@@ -530,12 +586,15 @@ def simulate(
             cols["latency_s"].append(link.latency_at(start))
             cols["bandwidth_Bps"].append(link.bandwidth_at(start))
             cols["comm_s"].append(res.comm_s)
-            cols["gain"].append(plan.gain)
+            gain = progress_model.gain(decision.compressor, decision.density, it + 1)
+            cols["gain"].append(gain)
             cols["est_latency_s"].append(nan if est_lat is None else est_lat)
             cols["est_bandwidth_Bps"].append(nan if est_bw is None else est_bw)
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)
                 model.account(plan)
+                if events is not None and it == 0:
+                    state["timeline"] = model.timeline(plan, start, factor)
             obs = Observation(
                 step=it + 1,
                 world_size=world,
@@ -545,7 +604,7 @@ def simulate(
                 compute_s=res.compute_s,
                 latency_s=est_lat,
                 bandwidth_Bps=est_bw,
-                gain=plan.gain,
+                gain=gain,
                 decision=decision,
                 grad_norm=None if grads is None else grads.at(it + 1),
                 # The clock at the next decision is start + iter_s (the timeout below).
@@ -580,7 +639,17 @@ def simulate(
     meta = _meta(cfg, profile, model, policy_seed, monitor is not None, end_s, grads)
     if stepwise:
         meta["stepwise"] = model.summary(end_s)
+    if events is not None and "timeline" in state:
+        from .engine_stepwise import write_events
+
+        write_events(events, state["timeline"])
     return records, meta
+
+
+def _progress_model(workload: str) -> ProgressModel:
+    """The convergence model that scores runs of ``workload``: the source of the measured gain
+    (sampled from the gradient trace) and of every controller's progress predictions."""
+    return ProgressModel.for_workload(workload)
 
 
 def _progress_bar(total: int, wanted: bool) -> Any:

@@ -21,6 +21,9 @@ one up to float rounding (tests check it).
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +34,7 @@ from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
 
 from .cluster import Cluster
-from .engine import IterationResult, _gain
+from .engine import IterationResult
 from .stepwise_net import CompiledSchedule, StepwiseNetwork
 from .topology import Topology, WorkerSpec
 from .workloads import WorkloadProfile
@@ -48,6 +51,7 @@ __all__ = [
     "WorkerFactors",
     "build_stepwise_model",
     "worker_factors",
+    "write_events",
 ]
 
 
@@ -61,7 +65,6 @@ class StepwisePlan:
     n_bytes: tuple[float, ...]
     compress_s: tuple[float, ...]
     payload_bytes: float
-    gain: float
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,6 @@ class StepwiseIterationModel:
             tuple(nbytes),
             tuple(comp),
             total,
-            _gain(decision.compressor, decision.density),
         )
         self._plans[decision] = p
         return p
@@ -244,6 +246,64 @@ class StepwiseIterationModel:
             plan.payload_bytes,
             wait,
         )
+
+    def timeline(
+        self, plan: StepwisePlan, start_s: float, factors: Factors, *, max_workers: int = 16
+    ) -> list[dict[str, Any]]:
+        """One iteration's events in Chrome trace format (``traceEvents`` entries, times in
+        microseconds from the iteration start): forward and backward of the fastest and slowest
+        workers (all of them up to ``max_workers``), each bucket's compression, collective and
+        its phases over the links."""
+        f, pause = factors.factor, factors.pause_s
+        n = len(f)
+        order = np.argsort(f + pause / max(self.forward_s + self.backward_s, 1e-30))
+        shown = range(n) if n <= max_workers else sorted({int(order[0]), int(order[-1])})
+        ev: list[dict[str, Any]] = []
+
+        def span(name: str, tid: str, t0: float, t1: float, **args: Any) -> None:
+            ev.append(
+                {
+                    "name": name,
+                    "ph": "X",
+                    "pid": 0,
+                    "tid": tid,
+                    "ts": t0 * 1e6,
+                    "dur": max(t1 - t0, 0.0) * 1e6,
+                    "args": args,
+                }
+            )
+
+        for w in shown:
+            a = self.forward_s * f[w] + pause[w]
+            if pause[w] > 0:
+                span("pause", f"worker {w}", 0.0, pause[w])
+            span("forward", f"worker {w}", pause[w], a)
+            span("backward", f"worker {w}", a, a + self.backward_s * f[w], factor=float(f[w]))
+        a_all = self.forward_s * f + pause
+        b_all = self.backward_s * f
+        ready = (a_all[:, None] + b_all[:, None] * self._frac[None, :]).max(axis=0).tolist()
+        end_max = float((a_all + b_all).max())
+        t_comm = shift = 0.0
+        for i, cs in enumerate(plan.schedules):
+            shift += plan.compress_s[i]
+            if plan.compress_s[i] > 0:
+                span(
+                    f"compress {i}",
+                    "compute stream",
+                    ready[i] + shift - plan.compress_s[i],
+                    ready[i] + shift,
+                )
+            r = ready[i] + shift
+            t = r if r > t_comm else t_comm
+            rec: list[tuple[str, float, float]] = []
+            dur = self.network.run(cs, start_s + t, record=rec)
+            span(f"bucket {i}", "collectives", t, t + dur, bytes=cs.total_bytes, chunks=cs.chunks)
+            for name, p0, p1 in rec:
+                span(name, "links", p0 - start_s, p1 - start_s, bucket=i)
+            t_comm = t + dur
+        opt0 = max(t_comm, end_max + shift)
+        span("optimizer", "compute stream", opt0, opt0 + self.optimizer_s * float(f.max()))
+        return ev
 
     def account(self, plan: StepwisePlan) -> None:
         """Count ``plan``'s bytes on the links (once per simulated iteration)."""
@@ -327,3 +387,16 @@ def worker_factors(
         speed_sigma=cfg.worker_speed_sigma,
         spec=model.topology.workers,
     )
+
+
+def write_events(path: str, events: list[dict[str, Any]]) -> None:
+    """Write ``events`` as Chrome trace JSON (opens in Perfetto), atomically."""
+    dest = os.path.abspath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".events.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, fh)
+        os.replace(tmp, dest)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -74,6 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``compctl`` console script; returns the exit status."""
+    from sim.signals import exit_status, interrupt_on_signals
+
+    try:
+        # SIGTERM and SIGHUP stop every command the way Ctrl-C does (clean-up, 128 + signal).
+        with interrupt_on_signals():
+            return _main(argv)
+    except KeyboardInterrupt as exc:  # while the subcommands are still being imported
+        sys.stderr.write(f"compctl: interrupted ({exc or 'SIGINT'})\n")
+        return exit_status(exc)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -94,9 +106,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:
         sys.stderr.write(f"compctl: error: {exc.filename or exc}: no such file\n")
         return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("compctl: interrupted\n")
-        return 130
+    except KeyboardInterrupt as exc:
+        from sim.signals import exit_status
+
+        # Commands that keep partial results (sweep) have said what was kept already.
+        if not getattr(exc, "reported", False):
+            sys.stderr.write(f"compctl: interrupted ({exc or 'SIGINT'})\n")
+        return exit_status(exc)
     except BrokenPipeError:
         # Output piped into `head` and the like: stop quietly, as Unix tools do.
         import os

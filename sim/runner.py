@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sim.errors import InputError
-from sim.resource_bounds import check_sim_bounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -258,12 +257,6 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
-        check_sim_bounds(
-            workers=self.workers,
-            iterations=self.iterations,
-            straggler_sigma=self.straggler_sigma,
-            worker_speed_sigma=self.worker_speed_sigma,
-        )
 
     # --------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -342,13 +335,18 @@ class SimConfig:
 
 
 def run_simulation(
-    cfg: SimConfig, *, progress: bool = False, traces: TraceSet | None = None
+    cfg: SimConfig,
+    *,
+    progress: bool = False,
+    traces: TraceSet | None = None,
+    events: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate ``cfg``; returns (records with one row per iteration, metadata).
 
     ``traces``, if given, is used instead of resolving ``cfg.trace`` (which then only labels the
     run): for programs that build per-link trace sets in memory. ``progress`` shows a tqdm bar on
-    a terminal.
+    a terminal. ``events`` (stepwise only) writes the first iteration's event timeline there
+    as Chrome trace JSON.
 
     The records hold every column of :data:`sim.schema.REQUIRED_COLUMNS` with ``source="sim"``,
     plus ``comm_s``, ``gain``, ``est_latency_s`` and ``est_bandwidth_Bps``. Same config, same
@@ -356,7 +354,9 @@ def run_simulation(
     """
     from .engine import simulate
 
-    records, meta = simulate(cfg, progress=progress, traces=traces)
+    if events is not None and cfg.fidelity != "stepwise":
+        raise InputError("an event timeline needs fidelity stepwise")
+    records, meta = simulate(cfg, progress=progress, traces=traces, events=events)
     if cfg.convergence == "auto":
         records, meta = _add_convergence(cfg, records, meta)
     return records, meta

@@ -33,6 +33,7 @@ Pure numpy: no SimPy.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,7 @@ class CompiledPhase:
     msg_bytes: np.ndarray  # bytes of each message
     repeats: int
     traced: bool  # whether any link used follows a trace
+    name: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,6 +74,7 @@ class CompiledSchedule:
     chunks: int
     total_bytes: float
     traced: bool
+    max_rank_bytes: float = 0.0  # the most any rank sends (host staging copies this much)
 
 
 class LinkStates:
@@ -97,31 +100,68 @@ class LinkStates:
             self._traces = []
         self.constant = not self._traces
         self._cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._timeline: tuple[list[float], np.ndarray, float | None] | None = None
+        periods = {t.period_s for t in self._traces}
+        if self._traces and len(periods) == 1:
+            # One merged timeline: every breakpoint of every trace, and each trace's segment in
+            # each merged segment; a lookup is then one bisection, however many traces.
+            times = np.unique(np.concatenate([t.time_s for t in self._traces]))
+            seg = np.stack(
+                [np.searchsorted(t.time_s, times, side="right") - 1 for t in self._traces], axis=1
+            )
+            self._timeline = (times.tolist(), seg, periods.pop())
 
     def _scaled(self, lat: np.ndarray) -> np.ndarray:
         return lat if self._lat_scale is None else lat * self._lat_scale
 
     def at(self, t_s: float) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, float]:
-        """``(key, latency_s, bandwidth_Bps, next_change_s)`` of all links at ``t_s``."""
+        """``(key, latency_s, bandwidth_Bps, next_change_s)`` of all links at ``t_s``;
+        ``next_change_s > t_s`` always (a time rounded onto a breakpoint counts as past it)."""
+        for _ in range(64):
+            out = self._at(t_s)
+            if out[3] > t_s:
+                return out
+            t_s = math.nextafter(t_s, math.inf) if t_s else 1e-300
+        return out  # pragma: no cover - unreachable for finite breakpoints
+
+    def _at(self, t_s: float) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, float]:
         if self.constant:
             return (), self._lat0, self._bw0, math.inf
-        key: list[int] = []
-        nxt = math.inf
-        for tr in self._traces:
-            i = tr.state_index(t_s)
-            key.append(i)
-            nxt = min(nxt, _next_change(tr, t_s, i))
-        k = tuple(key)
+        if self._timeline is not None:
+            times, seg, period = self._timeline
+            base, r = 0.0, t_s
+            if period is not None and t_s >= period:
+                base = math.floor(t_s / period) * period
+                r = t_s - base
+                if r >= period:  # rounding at a period boundary
+                    base, r = base + period, r - period
+            g = max(bisect_right(times, r) - 1, 0)
+            if g + 1 < len(times):
+                nxt = base + times[g + 1]
+            else:
+                nxt = math.inf if period is None else base + period
+            k: tuple[int, ...] = (g,)
+            idx = seg[g]
+        else:
+            key: list[int] = []
+            nxt = math.inf
+            for tr in self._traces:
+                i = tr.state_index(t_s)
+                key.append(i)
+                nxt = min(nxt, _next_change(tr, t_s, i))
+            k = tuple(key)
+            idx = np.array(key)
         got = self._cache.get(k)
         if got is None:
             lat, bw = self._lat0.copy(), self._bw0.copy()
-            lats = np.array([tr.latency_s[i] for tr, i in zip(self._traces, k, strict=True)])
-            bws = np.array([tr.bandwidth_Bps[i] for tr, i in zip(self._traces, k, strict=True)])
+            lats = np.array([tr.latency_s[i] for tr, i in zip(self._traces, idx, strict=True)])
+            bws = np.array([tr.bandwidth_Bps[i] for tr, i in zip(self._traces, idx, strict=True)])
             lat[self._mask] = self._scaled(lats[self._which])
             bw[self._mask] = bws[self._which]
             got = (lat, bw)
-            if len(self._cache) < 4096:
-                self._cache[k] = got
+            if len(self._cache) >= 64:  # bounded memory: the arrays are as long as the links
+                self._cache.clear()
+            self._cache[k] = got
         return k, got[0], got[1], nxt
 
 
@@ -174,12 +214,13 @@ class StepwiseNetwork:
                 continue
             t = bool(mask[used].any())
             traced = traced or t
-            phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t))
+            phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t, ph.name))
             biggest = max(biggest, float(ph.nbytes.max()))
         cb = self.transport.chunk_bytes
         chunks = max(1, math.ceil(biggest / cb)) if cb > 0 else 1
         total = float(sum(float(p.msg_bytes.sum()) * p.repeats for p in phases))
-        cs = CompiledSchedule(schedule, tuple(phases), chunks, total, traced)
+        most = float(schedule.bytes_sent().max()) if schedule.n else 0.0
+        cs = CompiledSchedule(schedule, tuple(phases), chunks, total, traced, most)
         self._keep.append(cs)
         return cs
 
@@ -213,16 +254,22 @@ class StepwiseNetwork:
         for ph in cs.phases:
             self.link_bytes[ph.links] += ph.load_bytes * ph.repeats
 
-    def run(self, cs: CompiledSchedule, start_s: float) -> float:
-        """Duration of ``cs`` started at ``start_s`` (seconds)."""
+    def run(
+        self,
+        cs: CompiledSchedule,
+        start_s: float,
+        record: list[tuple[str, float, float]] | None = None,
+    ) -> float:
+        """Duration of ``cs`` started at ``start_s`` (seconds); with ``record``, appends
+        ``(phase, start_s, end_s)`` of every phase (for event timelines)."""
         if not cs.phases:
             return 0.0
         tp = self.transport
         extra = tp.base_latency_s
         if tp.host_copy_Bps > 0:
-            extra += 2.0 * float(cs.schedule.bytes_sent().max()) / tp.host_copy_Bps
+            extra += 2.0 * cs.max_rank_bytes / tp.host_copy_Bps
         states = self.states
-        if not cs.traced:
+        if not cs.traced and record is None:
             ck = (id(cs), ())
             got = self._dur_cache.get(ck)
             if got is None:
@@ -230,16 +277,22 @@ class StepwiseNetwork:
                 got = self._pipeline(cs, start_s, fixed=(lat, bw))
                 self._dur_cache[ck] = got
             return got + extra
-        return self._pipeline(cs, start_s + extra, fixed=None) + extra
+        return self._pipeline(cs, start_s + extra, fixed=None, record=record) + extra
 
     def _pipeline(
-        self, cs: CompiledSchedule, t0: float, fixed: tuple[np.ndarray, np.ndarray] | None
+        self,
+        cs: CompiledSchedule,
+        t0: float,
+        fixed: tuple[np.ndarray, np.ndarray] | None,
+        record: list[tuple[str, float, float]] | None = None,
     ) -> float:
         c_n = cs.chunks
         slots = self.transport.slots
         t = t0
         last = len(cs.phases) - 1
         for idx, ph in enumerate(cs.phases):
+            if record is not None:
+                record.append((ph.name, t, math.nan))
             left = ph.repeats
             while left > 0:
                 if fixed is not None:
@@ -268,6 +321,8 @@ class StepwiseNetwork:
                 else:
                     t = self._straddle(ph, t, nxt, tail, c_n, slots, tail=True)
                 left -= 1
+            if record is not None:
+                record[-1] = (ph.name, record[-1][1], t)
         return t - t0
 
     def _straddle(

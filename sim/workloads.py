@@ -180,6 +180,6 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> WorkloadProfile:
         raise InputError(f"{path}: larger than {_PROFILE_MAX_BYTES >> 20} MiB; not a profile")
     try:
         data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"{path}: not a valid JSON profile ({exc.__class__.__name__})") from None
     return _parse(data, str(path), path.stem)

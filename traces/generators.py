@@ -19,6 +19,7 @@ import numpy as np
 
 from sim.errors import InputError
 
+from .input_limits import MAX_TRACE_ROWS
 from .model import PiecewiseTrace
 
 __all__ = [
@@ -59,13 +60,21 @@ def _non_negative(name: str, value: float) -> float:
     return v
 
 
+def _check_rows(expected: float, what: str) -> None:
+    """Refuse, before drawing anything, a trace expected to exceed the row limit of a file."""
+    if expected > MAX_TRACE_ROWS:
+        raise InputError(
+            f"{what} gives about {expected:,.0f} samples, too many (limit {MAX_TRACE_ROWS:,})"
+        )
+
+
 def _grid(duration_s: float, dt_s: float) -> np.ndarray:
     """Sample times ``0, dt, 2 dt, ...`` strictly below ``duration_s``."""
     _positive("duration_s", duration_s)
     _positive("dt_s", dt_s)
-    n = max(1, math.ceil(duration_s / dt_s - 1e-9))
-    if n > 10_000_000:
-        raise InputError(f"duration_s / dt_s = {n} samples is too many (limit 10,000,000)")
+    ratio = duration_s / dt_s
+    _check_rows(ratio, "duration_s / dt_s")  # before ceil(): the ratio may be infinite
+    n = max(1, math.ceil(ratio - 1e-9))
     return np.arange(n, dtype=np.float64) * dt_s
 
 
@@ -280,6 +289,7 @@ def _alternating_sojourns(
     each one belongs to) until they cover ``duration_s``.
     """
     mean_cycle = means_s[0] + means_s[1]
+    _check_rows(2 * duration_s / mean_cycle, "duration_s / mean sojourn")
     chunk = int(min(2 * math.ceil(1.2 * duration_s / mean_cycle) + 16, 5_000_000))
     lengths: list[np.ndarray] = []
     total, n_drawn = 0.0, 0
@@ -370,6 +380,7 @@ def delay_spikes(
     if cap < xm:
         raise InputError("spike_max_s must be >= spike_min_s")
     _positive("duration_s", duration_s)
+    _check_rows(2 * rate * duration_s, "spike_rate_per_s x duration_s")
     rng = _rng(seed)
     n = int(rng.poisson(rate * duration_s))
     arrivals = np.sort(rng.uniform(0.0, duration_s, n))

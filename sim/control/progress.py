@@ -1,98 +1,172 @@
-"""Training progress per step: a documented proxy until the convergence model replaces it.
+"""The controllers' view of the convergence model: the one progress model of the project.
 
-Throughput alone always says "compress more"; a controller that trades time for statistical
-efficiency needs to know how much *progress* one step at a given compression makes. Two functions
-carry that knowledge, and every policy (and the oracle) goes through them, so the convergence
-model can replace them in one place:
+Controllers, the oracle and the scoring of runs all go through :mod:`sim.convergence` (the model
+calibrated on real runs). This module is a thin, fast view of it for per-step use:
 
-* :func:`expected_gain` -- the compression gain ``E||g_c||^2 / E||g_e||^2`` expected from a
-  compressor at a density, with error feedback;
-* :func:`progress_per_step` -- progress of one step with a given gain, in "dense iterations"
-  (1.0 = one dense step).
+* :meth:`ProgressModel.gain` -- the compression gain at a density at a training step, sampled
+  from the workload's captured gradient trace (the value the simulator puts in
+  ``Observation.gain``; real runs measure the same quantity from the gradients they compress);
+* :meth:`ProgressModel.efficiency` -- steady-state progress of one step with a given gain, in
+  dense-iteration equivalents (the model's ``g ** alpha / (1 + s / knee)``);
+* :class:`ProgressState` and :meth:`ProgressModel.advance` -- the model's recursion one iteration
+  at a time (the lag after a density switch included), identical to
+  :func:`sim.convergence.progress.progress_scalar`, which scores the runs.
 
-The proxy is the small probe of REFERENCES.md section 6 (top-k with error feedback, 4 workers, an
-MLP on scikit-learn digits, iterations to 0.90 test accuracy): densities 1, 0.1, 0.03, 0.01,
-0.003, 0.001 gave mean gains 1.0, 0.63, 0.22, 0.073, 0.021, 0.008 and needed 270, 270, 280, 280,
-310, 390 iterations. Progress per step relative to dense is ``270 / iterations``. Both curves are
-interpolated linearly in log space between those points and extrapolated flat (gain) or linearly
-in log-gain with a floor (progress) outside them. It is one small workload: a proxy, not a model.
+Compressors the gradient trace did not capture borrow a captured one: ``none`` and any decision at
+density 1 have gain 1; ``randomk`` uses its own capture; every other compressor below density 1
+(threshold estimators, low-rank) uses the top-k capture, an approximation the records say nothing
+more about.
 
-Pure: numpy only.
+Pure numpy: no SimPy, torch or pandas.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from dataclasses import dataclass
 
-import numpy as np
-
+from sim.convergence.model import ConvergenceModel
+from sim.convergence.progress import efficiency
 from sim.errors import InputError
 
 __all__ = [
-    "expected_gain",
-    "progress_per_step",
-    "progress_per_second",
-    "MIN_PROGRESS_PER_STEP",
+    "DEFAULT_WORKLOAD",
+    "ProgressModel",
+    "ProgressState",
+    "UsesProgressModel",
+    "default_progress_model",
 ]
 
-#: Progress per step never falls below this (a step always moves training a little).
-MIN_PROGRESS_PER_STEP = 0.05
+#: Workload whose model a controller uses when nobody told it which workload it controls.
+DEFAULT_WORKLOAD = "digits-mlp"
 
-# REFERENCES.md section 6 probe, densities ascending.
-_DENSITY = np.array([0.001, 0.003, 0.01, 0.03, 0.1, 1.0])
-_GAIN = np.array([0.008, 0.021, 0.073, 0.22, 0.63, 1.0])
-_ITERS = np.array([390.0, 310.0, 280.0, 280.0, 270.0, 270.0])
-_PROGRESS = _ITERS[-1] / _ITERS  # per step, relative to dense
+_CACHE: dict[str, ProgressModel] = {}
 
 
-def _check_density(density: float) -> None:
-    if not (0.0 < density <= 1.0) or math.isnan(density):
-        raise InputError(f"density must be in (0, 1], got {density!r}")
+@dataclass(frozen=True)
+class ProgressState:
+    """The convergence model's state after some iterations.
 
-
-def expected_gain(compressor: str, density: float) -> float:
-    """Expected compression gain (with error feedback) of ``compressor`` at ``density``.
-
-    ``"none"`` and every decision at density 1.0 (quantisers run at density 1) give 1. Random-k
-    keeps a uniform fraction of the energy: gain = density. Every other compressor below density
-    1 follows the measured top-k curve (log-log interpolation; below the smallest measured density
-    the gain scales with the density): exact for top-k, an approximation for the threshold
-    estimators (DGC, SIDCo, RedSync, Gaussian-k) and a placeholder for low-rank ones, which the
-    convergence model should replace.
+    Attributes:
+        step: iterations done.
+        q: summed per-step efficiency.
+        lag: current lag (dense iterations held back in the error-feedback residual).
+        progress: dense-iteration equivalents reached (never decreases).
     """
-    _check_density(density)
-    if compressor == "none" or density == 1.0:
-        return 1.0
-    if compressor == "randomk":
-        return float(density)
-    log_d = math.log(density)
-    if density < _DENSITY[0]:
-        # Below the probe the kept energy shrinks in proportion to the kept elements.
-        return float(_GAIN[0] * density / _DENSITY[0])
-    return float(np.exp(np.interp(log_d, np.log(_DENSITY), np.log(_GAIN))))
+
+    step: int = 0
+    q: float = 0.0
+    lag: float = 0.0
+    progress: float = 0.0
 
 
-def progress_per_step(gain: float) -> float:
-    """Progress of one step whose compression gain is ``gain``, in dense-step units (<= 1).
+class ProgressModel:
+    """Per-step access to a :class:`~sim.convergence.ConvergenceModel`.
 
-    Monotone non-decreasing in ``gain``; 1.0 for gain >= 0.63 (no measurable slow-down in the
-    probe), and never below :data:`MIN_PROGRESS_PER_STEP`.
+    Args:
+        model: the convergence model (gradient trace plus calibrated parameters).
     """
-    if not (gain > 0.0) or math.isnan(gain):
-        raise InputError(f"gain must be > 0, got {gain!r}")
-    g = min(float(gain), 1.0)
-    lg = np.log(_GAIN)
-    if g >= _GAIN[0]:
-        p = float(np.interp(math.log(g), lg, _PROGRESS))
-    else:
-        # Extrapolate the slope of the two lowest points in log-gain, then floor.
-        slope = (_PROGRESS[1] - _PROGRESS[0]) / (lg[1] - lg[0])
-        p = float(_PROGRESS[0] + slope * (math.log(g) - lg[0]))
-    return max(MIN_PROGRESS_PER_STEP, min(1.0, p))
+
+    def __init__(self, model: ConvergenceModel) -> None:
+        self.model = model
+        par = model.params
+        self.lam, self.mu, self.alpha = par.lam, par.mu, par.alpha
+        self.inv_phase = 1.0 / par.phase if par.phase > 0 else 0.0
+        self.inv_knee = 1.0 / par.knee if par.knee > 0 else 0.0
+        self._steps: list[float] = [float(s) for s in model.trace.steps]
+        self._curves: dict[tuple[str, float], list[float]] = {}
+        self._captured = set(model.trace.compressors)
+
+    @classmethod
+    def for_workload(cls, workload: str) -> ProgressModel:
+        """The model that scores runs of ``workload`` (its own capture or a borrowed one).
+
+        Cached per process: the trace is read once.
+        """
+        from sim.convergence.simulator import trace_for_profile
+
+        source = trace_for_profile(workload)[0]
+        if source not in _CACHE:
+            _CACHE[source] = cls(ConvergenceModel.bundled(source))
+        return _CACHE[source]
+
+    @property
+    def workload(self) -> str:
+        """Name of the gradient trace the model reads."""
+        return self.model.trace.workload
+
+    # ------------------------------------------------------------------ gains
+
+    def _source(self, compressor: str) -> str:
+        if compressor in self._captured:
+            return compressor
+        return "randomk" if compressor == "randomk" else "topk"
+
+    def gain(self, compressor: str, density: float, step: float) -> float:
+        """Gain of ``compressor`` at ``density`` in iteration ``step`` (1-based), from the trace.
+
+        The sampled step nearest to ``step`` is used (as :meth:`ConvergenceModel.gain_schedule`
+        does); density 1 and ``none`` give 1.
+        """
+        if not (0.0 < density <= 1.0):
+            raise InputError(f"density must be in (0, 1], got {density!r}")
+        if density >= 1.0 or compressor == "none":
+            return 1.0
+        key = (self._source(compressor), float(density))
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self.model.gain_curve(key[0], key[1]).tolist()
+            self._curves[key] = curve
+        return curve[self._row(float(step))]
+
+    def _row(self, step: float) -> int:
+        steps = self._steps
+        n = len(steps)
+        idx = min(bisect_left(steps, step), n - 1)
+        prev = max(idx - 1, 0)
+        return prev if abs(steps[prev] - step) < abs(steps[idx] - step) else idx
+
+    # ------------------------------------------------------------------ progress
+
+    def efficiency(self, gain: float) -> float:
+        """Steady-state progress of one step with ``gain`` (dense-iteration equivalents)."""
+        if not (gain > 0.0) or math.isnan(gain):
+            raise InputError(f"gain must be > 0, got {gain!r}")
+        return efficiency(min(float(gain), 1.0), self.alpha, self.model.params.knee)
+
+    def advance(self, state: ProgressState, gain: float) -> ProgressState:
+        """The state after one more iteration with ``gain`` (the scoring recursion, exactly)."""
+        t = state.step + 1
+        g = gain
+        s = 1.0 / g - 1.0
+        lag = state.lag + min(1.0, self.mu * g) * (
+            self.lam * s / (1.0 + t * self.inv_phase) - state.lag
+        )
+        q = state.q + g**self.alpha / (1.0 + s * self.inv_knee)
+        p = q - lag if q - lag > state.progress else state.progress
+        return ProgressState(t, q, lag, p)
 
 
-def progress_per_second(gain: float, iteration_s: float) -> float:
-    """Progress rate of steps with ``gain`` that each take ``iteration_s`` seconds."""
-    if not (iteration_s > 0.0):
-        raise InputError(f"iteration time must be > 0, got {iteration_s!r}")
-    return progress_per_step(gain) / iteration_s
+def default_progress_model() -> ProgressModel:
+    """The model of :data:`DEFAULT_WORKLOAD` (for a controller nobody bound to a workload)."""
+    return ProgressModel.for_workload(DEFAULT_WORKLOAD)
+
+
+class UsesProgressModel:
+    """Mixin for controllers that predict progress: the simulator and the real-run hook call
+    :meth:`bind_progress` with the model of the workload they run; unbound, the controller uses
+    :func:`default_progress_model`. The binding belongs to the run, so ``reset`` keeps it."""
+
+    _bound_progress: ProgressModel | None = None
+
+    def bind_progress(self, model: ProgressModel) -> None:
+        """Use ``model`` (the workload's convergence model) for every prediction."""
+        self._bound_progress = model
+
+    @property
+    def progress_model(self) -> ProgressModel:
+        """The bound model, else the default one."""
+        if self._bound_progress is None:
+            self._bound_progress = default_progress_model()
+        return self._bound_progress

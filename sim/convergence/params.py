@@ -13,6 +13,7 @@ import numpy as np
 
 from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
+from traces.input_limits import MAX_JSON_BYTES, check_file_size
 
 __all__ = ["ConvergenceParams", "Prediction", "RealCurve"]
 
@@ -67,6 +68,7 @@ class ConvergenceParams:
         p = Path(path)
         if not p.is_file():
             raise InputError(f"{p}: no such convergence parameters file")
+        check_file_size(p, MAX_JSON_BYTES, "convergence parameters file")
         try:
             data = json.loads(p.read_text())
             return cls(
@@ -82,7 +84,10 @@ class ConvergenceParams:
                 fit_rms_log_error=float(data.get("fit_rms_log_error", float("nan"))),
                 note=str(data.get("note", "")),
             )
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+        except (
+            json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError,
+            RecursionError,
+        ) as exc:
             raise InputError(f"{p}: malformed convergence parameters ({exc})") from None
 
     def save(self, path: str | os.PathLike[str]) -> Path:

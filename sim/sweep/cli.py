@@ -26,7 +26,8 @@ examples:
 Re-running the same command resumes: finished runs (content-addressed under OUT/runs/) are
 skipped, half-written ones are discarded, failed ones are retried. Exit status: 0 all runs done,
 2 bad input (nothing run), 3 some runs failed (listed in OUT/failures.json and the report),
-130 interrupted (finished runs are kept).
+128 + signal when stopped by Ctrl-C (130), SIGTERM (143) or SIGHUP (129): the workers are
+stopped with it, finished runs are kept and a summary says how many.
 
 Spec format (TOML): top-level name, description, seeds (count or list); [base] options shared by
 every run; [grid] option = [values...] crossed; [[cases]] explicit option sets crossed with the
@@ -112,15 +113,37 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             for r in runs:
                 sys.stdout.write(f"  {r.origin}\n")
         return 0
-    result = run_sweep(
-        runs,
-        args.out,
-        run_fn=executor.simulate_config,
-        jobs=args.jobs,
-        scheduler=args.scheduler,
-        spec=spec,
-        progress=not args.quiet,
+    from sim.signals import interrupt_on_signals
+
+    with interrupt_on_signals():
+        try:
+            result = run_sweep(
+                runs,
+                args.out,
+                run_fn=executor.simulate_config,
+                jobs=args.jobs,
+                scheduler=args.scheduler,
+                spec=spec,
+                progress=not args.quiet,
+            )
+        except executor.SweepInterrupted as exc:
+            _report_interrupt(spec.name, args.out, exc)
+            raise
+        return _finish(args, spec, result)
+
+
+def _report_interrupt(name: str, out: str, exc: Any) -> None:
+    r = exc.result
+    done = r.skipped + r.completed
+    sys.stderr.write(
+        f"{name}: interrupted by {exc}: {done} of {r.planned} runs are complete and kept in "
+        f"{out} ({r.completed} finished now, {r.skipped} before), {len(r.failures)} failed; "
+        "runs in progress were stopped and discarded. Run the same command to resume.\n"
     )
+    exc.reported = True
+
+
+def _finish(args: argparse.Namespace, spec: Any, result: Any) -> int:
     report_path: Path | None = None
     if not args.no_report:
         from analysis.report import write_report

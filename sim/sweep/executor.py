@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -34,11 +35,13 @@ from typing import TYPE_CHECKING, Any
 from sim.atomic_files import shared_file_mode
 from sim.errors import InputError
 from sim.rundir import run_problem, write_run
+from sim.signals import signal_name
 
 from .lock import LOCK_FILE, sweep_lock
 from .outdir import check_sweep_out, estimate_output_bytes
 from .runid import run_id
 from .spec import PlannedRun, SweepSpec
+from .workers import adopt_workers, kill_workers, worker_init
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,6 +51,7 @@ __all__ = [
     "Failure",
     "Damaged",
     "SweepResult",
+    "SweepInterrupted",
     "run_sweep",
     "simulate_config",
     "normalize_config",
@@ -123,6 +127,16 @@ class SweepResult:
     def ok(self) -> bool:
         """True when every planned run is complete."""
         return not self.failures and self.skipped + self.completed == self.planned
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP stopped the sweep; ``result`` counts what was kept."""
+
+    def __init__(self, result: SweepResult, signum: int) -> None:
+        super().__init__(signal_name(signum))
+        self.result = result
+        self.signum = signum
+        self.reported = False
 
 
 # (run id, error line or None, (records, meta) when returned instead of written)
@@ -217,12 +231,16 @@ def _run_local_pool(
     # the workers are forked before the progress bar (and its monitor thread) exists.
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=ctx, initializer=worker_init, initargs=(os.getpid(),)
+    )
     try:
         pending: set[Future[_Outcome]] = {
             pool.submit(_execute, run_fn, run.config, rid, str(runs_dir / rid)) for rid, run in todo
         }
+        adopt_workers(pool)
     except BaseException:
+        kill_workers(pool)
         pool.shutdown(wait=True, cancel_futures=True)
         raise
 
@@ -234,6 +252,8 @@ def _run_local_pool(
                 for fut in done:
                     yield fut.result()
         finally:
+            if pending:  # stopped early (interrupted): the runs in progress are abandoned
+                kill_workers(pool)
             pool.shutdown(wait=True, cancel_futures=True)
 
     return drain()
@@ -274,8 +294,10 @@ def run_sweep(
     """Run every planned run not already complete under ``out_dir``; see the module docstring.
 
     ``jobs`` defaults to the number of CPU cores; ``scheduler`` (an address or a
-    ``distributed.Client``) sends the runs to Dask instead. A ``KeyboardInterrupt`` stops the
-    sweep; runs finished so far stay written and are skipped next time.
+    ``distributed.Client``) sends the runs to Dask instead. A ``KeyboardInterrupt`` (or, under
+    :func:`sim.signals.interrupt_on_signals`, SIGTERM/SIGHUP) stops the sweep: the workers are
+    killed with their process groups, runs finished so far stay written and are skipped next
+    time, and :class:`SweepInterrupted` carries the counts.
     """
     out = Path(out_dir)
     plan = [(run_id(r.config), r) for r in runs]
@@ -348,6 +370,9 @@ def _run_locked(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(failed=len(result.failures), refresh=False)
+    except KeyboardInterrupt as exc:
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        raise SweepInterrupted(result, signum) from exc
     finally:
         if hasattr(outcomes, "close"):
             outcomes.close()  # stops the pool / Dask client at once on an interrupt

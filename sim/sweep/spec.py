@@ -91,7 +91,7 @@ REPORT_KEYS: tuple[str, ...] = (
 )
 
 #: Keys whose string values name files; relative paths are taken relative to the spec file.
-_PATH_KEYS = ("trace", "workload", "gradient_trace")
+_PATH_KEYS = ("trace", "workload", "gradient_trace", "topology", "calibration")
 
 #: Turns a raw configuration dict into the canonical dict that identifies a run (defaults filled
 #: in, names normalised) or raises :class:`InputError` naming the bad field.
@@ -249,6 +249,8 @@ def load_spec(path: str | os.PathLike[str]) -> SweepSpec:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{p}: malformed TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{p}: malformed TOML: nested too deeply") from None
     spec = parse_spec(raw, source=str(p))
     return _resolve_paths(spec, p.parent)
 

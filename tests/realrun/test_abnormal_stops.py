@@ -40,7 +40,9 @@ def _gone_within(check: object, timeout_s: float = 10.0) -> bool:
     return False
 
 
-def test_killed_rank_leaves_a_failed_run_with_the_records_so_far(tmp_path: Path) -> None:
+def test_killed_rank_leaves_a_failed_run_with_the_records_so_far(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "r"
     proc = _start(out)
     ranks = ranks_of(proc.pid, 2)

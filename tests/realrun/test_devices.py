@@ -98,3 +98,55 @@ def test_cpu_timer_measures_wall_time() -> None:
     time.sleep(0.02)
     assert 0.015 < timer.stop() < 1.0
     assert devices.rank_device("cpu", 3) == torch.device("cpu")
+
+
+class _FakeEvent:
+    """Stands in for ``torch.cuda.Event``: elapsed time fixed, calls recorded."""
+
+    log: list[str] = []
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing
+
+    def record(self) -> None:
+        self.log.append("record")
+
+    def synchronize(self) -> None:
+        self.log.append("synchronize")
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        return 12.5  # milliseconds, as torch reports
+
+
+def test_cuda_rank_takes_its_local_gpu_and_is_timed_with_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    chosen: list[torch.device] = []
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    dev = devices.rank_device("cuda", 3)
+    assert dev == torch.device("cuda", 3) and chosen == [dev]
+
+    _FakeEvent.log = []
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    timer = devices.IterationTimer(dev)
+    timer.start()
+    assert timer.stop() == 0.0125
+    assert _FakeEvent.log == ["record", "record", "synchronize"]
+
+
+def test_hook_clock_waits_for_the_device_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from realrun.hook_state import CompressionHookState
+    from sim.control import make_policy
+
+    synced: list[object] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", synced.append)
+    kwargs = {"controller": make_policy("dense"), "world_size": 1, "rank": 0}
+    CompressionHookState(**kwargs).clock()  # type: ignore[arg-type]
+    assert synced == []
+    cuda = torch.device("cuda", 0)
+    CompressionHookState(**kwargs, device=cuda).clock()  # type: ignore[arg-type]
+    assert synced == [cuda]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from realrun.qdisc_guard import RootQdiscGuard, parse_root_qdisc
-from realrun.rank_log import ROW_KEYS, RankLog, partial_rows, read_rank_logs
+from realrun.rank_log import ROW_KEYS, RankLog, partial_rows, read_rank_logs, split_iteration
 from realrun.rendezvous import listen_socket, make_store, parse_endpoint
 from realrun.signals import Interrupted, stop_signals
 from sim.errors import InputError
@@ -147,8 +147,6 @@ def test_root_qdisc_restored_on_a_real_interface() -> None:
 
 
 def test_iteration_parts_never_exceed_the_iteration() -> None:
-    from realrun.worker import split_iteration
-
     # a netns-run case: the early rank's wait (max over ranks) exceeds the mean iteration
     exposed, compress, compute = split_iteration(0.020, 0.025, 0.001)
     assert (exposed, compress, compute) == (0.019, 0.001, 0.0)

@@ -21,7 +21,7 @@ from capped import CPU_LIMIT_S, run_capped
 from sim.cluster import StragglerModel
 from sim.convergence.model import PARAMS_DIR
 from sim.entry import main
-from sim.resource_bounds import DRAW_BUFFER_MAX_BYTES, MAX_WORKERS, straggler_chunk_rows
+from sim.resource_bounds import DRAW_BUFFER_MAX_BYTES, straggler_chunk_rows
 from traces.input_limits import MAX_TRACE_ROWS
 
 
@@ -47,7 +47,7 @@ def _refused_here(args: list[str], capsys: pytest.CaptureFixture[str], *words: s
 
 def test_ten_million_straggling_workers_are_refused(sim_args: list[str]) -> None:
     args = [*sim_args, "--workers", "10000000", "--straggler-sigma", "0.1"]
-    _assert_refused(args, "workers", f"{MAX_WORKERS:,}")
+    _assert_refused(args, "workers", "GiB", "limit")
 
 
 def test_iterations_beyond_the_memory_budget_are_refused(sim_args: list[str]) -> None:
@@ -55,11 +55,11 @@ def test_iterations_beyond_the_memory_budget_are_refused(sim_args: list[str]) ->
 
 
 def test_straggler_draws_stay_in_a_bounded_buffer() -> None:
-    for n in (1, 1000, 32_768, 100_000, MAX_WORKERS):
+    for n in (1, 1000, 32_768, 100_000, 1_000_000):
         model = StragglerModel(n, 0.1, np.random.default_rng(0))
         assert model._chunk * n * 8 <= max(DRAW_BUFFER_MAX_BYTES, 8 * n)
     assert StragglerModel(16, 0.1, np.random.default_rng(0))._chunk == 256  # unchanged when small
-    assert straggler_chunk_rows(MAX_WORKERS) >= 1
+    assert straggler_chunk_rows(10_000_000) == 1
 
 
 def _npy_header(shape: tuple[int, ...], dtype: str = "<f8") -> bytes:
@@ -207,3 +207,39 @@ def test_sparse_npz_header_length_is_checked(
     header = npy_format.magic(2, 0) + struct.pack("<I", 2**32 - 1) + b"{"
     bad = _npz(tmp_path / "hdr.npz", {"steps.npy": header})
     _refused_here(_predict(bad), capsys, "hdr.npz")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "walk:duration_s=9999999,dt_s=1",
+        "spikes:duration_s=1e7,spike_rate_per_s=1",
+        "markov:duration_s=1e9,good_mean_s=0.001,bad_mean_s=0.001",
+    ],
+)
+def test_generated_traces_over_the_row_limit_are_refused(spec: str) -> None:
+    _assert_refused(["trace", "show", spec], "samples", "limit")
+
+
+def test_infinite_sample_ratio_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    _refused_here(["trace", "show", "sine:duration_s=1e300,dt_s=1e-300"], capsys, "limit")
+
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("case", ["workload", "params", "iperf3", "sweep"])
+def test_deeply_nested_documents_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """JSON or TOML nested 100,000 deep exhausted the parser's recursion: a traceback before."""
+    deep = tmp_path / ("n.toml" if case == "sweep" else "n.json")
+    deep.write_text(f"a = {_DEEP}\n" if case == "sweep" else _DEEP)
+    args = {
+        "workload": ["sim", "--workload", str(deep), "--workers", "2", "--trace", "const:lat_ms=1"],
+        "params": ["convergence-predict", "--params", str(deep), "--schedule", "0.01",
+                   "--steps", "10"],
+        "iperf3": ["trace", "import", "iperf3", str(deep), "--out", str(tmp_path / "t.csv")],
+        "sweep": ["sweep", str(deep), "--out", str(tmp_path / "s"), "--dry-run"],
+    }[case]
+    _refused_here(args, capsys, str(deep))

@@ -171,3 +171,34 @@ def test_calibration_file_overrides_a_transport(tmp_path: Path) -> None:
     p.write_text(json.dumps({"transports": {}}))
     with pytest.raises(InputError, match="schema"):
         load_calibration(str(p))
+
+
+def test_sweep_spec_takes_stepwise_options_and_resolves_topology_paths(tmp_path: Path) -> None:
+    from sim.sweep import expand_spec, load_spec, run_id
+    from sim.sweep.executor import normalize_config
+
+    (tmp_path / "topo.toml").write_text("[cluster]\nnodes = 2\n" + NIC)
+    (tmp_path / "s.toml").write_text(
+        '[base]\nworkload = "tiny"\nworkers = 2\ntrace = "' + CONST + '"\n'
+        'fidelity = "stepwise"\ntopology = "topo.toml"\niterations = 2\n'
+        '[grid]\ntransport = ["ideal", "nccl"]\n'
+    )
+    runs = expand_spec(load_spec(tmp_path / "s.toml"), normalize_config)
+    assert sorted(r.config["transport"] for r in runs if "transport" in r.config) == ["nccl"]
+    assert all(r.config["topology"] == str(tmp_path / "topo.toml") for r in runs)
+    assert len({run_id(r.config) for r in runs}) == 2
+
+
+def test_events_timeline_is_chrome_trace_json(tmp_path: Path) -> None:
+    path = tmp_path / "ev.json"
+    run_simulation(
+        _cfg(fidelity="stepwise", transport="nccl", straggler_sigma=0.2), events=str(path)
+    )
+    ev = json.loads(path.read_text())["traceEvents"]
+    tids = {e["tid"] for e in ev}
+    assert {"collectives", "links", "compute stream"} <= tids
+    assert any(e["name"] == "backward" for e in ev)
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in ev)
+    with pytest.raises(InputError):
+        run_simulation(_cfg(), events=str(tmp_path / "no.json"))
+    assert not (tmp_path / "no.json").exists()

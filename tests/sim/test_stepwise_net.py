@@ -198,3 +198,14 @@ def test_link_states_cache_does_not_change_results() -> None:
     b = [net.run(cs, t) for t in np.linspace(0, 5, 11)]
     assert a == b
     assert a[0] != a[2]  # 0 s and 1 s start in different states
+
+
+def test_link_states_always_move_forward_across_period_boundaries() -> None:
+    period = 0.3  # not exactly representable: k * period rounds either way
+    tr = PiecewiseTrace([0.0, 0.1], [1e-3, 2e-3], [1e9, 2e9], period_s=period)
+    other = PiecewiseTrace([0.0, 0.2], [1e-3, 1e-3], [1e9, 1e9], period_s=period)
+    topo = flat_topology(4, TraceSet({"a": tr, "b": other}))
+    states = StepwiseNetwork(topo, TRANSPORTS["ideal"]).states
+    for k in range(1, 2000, 7):
+        for t in (k * period, k * period + 0.1, math.fsum([period] * k)):
+            assert states.at(t)[3] > t

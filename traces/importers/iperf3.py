@@ -62,6 +62,8 @@ def import_iperf3(
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{p}: not valid JSON (nested too deeply)") from None
     if not isinstance(doc, dict):
         raise InputError(f"{p}: expected a JSON object (iperf3 --json output)")
     if doc.get("error"):

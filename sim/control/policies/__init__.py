@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     delay_aware,
     gravac,
     moo,
+    mpc,
     oracle,
     static,
 )

@@ -1,8 +1,9 @@
 """Bandits over densities: discounted UCB and Gaussian Thompson sampling.
 
 Each arm is a density; the reward of a step is training progress per second,
-``progress_per_step(gain) / iteration_s`` (:mod:`sim.control.progress`), with the gain measured
-(``Observation.gain``) or, when missing, the documented proxy. The network changes, so old rewards
+``efficiency(gain) / iteration_s``: the steady-state progress per step of the workload's
+convergence model (:mod:`sim.control.progress`) at the measured gain (``Observation.gain``; the
+model's own gain on the first step). The network changes, so old rewards
 are discounted by ``discount`` per observation (discounted UCB, Garivier and Moulines 2011). An
 arm, once picked, is kept for ``hold_steps`` steps so each pull is measured under its own
 decision. Thompson sampling draws from the policy's private seeded generator only.
@@ -15,7 +16,6 @@ import math
 import numpy as np
 
 from ..decision_builder import parse_densities
-from ..progress import expected_gain, progress_per_step
 from ..registry import register_policy
 from ..types import Observation
 from .density_base import DensityPolicy, iteration_time_s
@@ -66,10 +66,8 @@ class _DiscountedBandit(DensityPolicy):
         it_s = iteration_time_s(obs)
         if it_s is None:
             return None
-        gain = obs.gain if obs.gain is not None and obs.gain > 0.0 else expected_gain(
-            self.compressor if density < 1.0 else "none", density
-        )
-        return progress_per_step(gain) / it_s
+        gain = self._gain(obs, self.compressor, density)
+        return self.progress_model.efficiency(gain) / it_s
 
     def _pick(self) -> int:
         raise NotImplementedError

@@ -20,6 +20,14 @@ compute time (communication that takes half the compute time can mostly hide beh
 policy keeps the density inside ``[min_density, max_density]`` and uses hysteresis (a dead band
 around the target and a :class:`~sim.control.hysteresis.ChangeGate`) so noise does not make it
 flap. Observations measured under an older decision are ignored for control.
+
+Repairs that keep the family useful for time-to-accuracy (:mod:`.delay_target`): the target is
+never below ``1 + reach_margin`` times the communication time the link can deliver at
+``min_density`` (a target no density can meet pinned the policies at ``min_density``); unless an
+``initial_density`` is given, the first decision with link estimates jumps to the largest density
+predicted to meet the target (no dense start on a link the monitor already knows is slow); and
+AIMD's increase is, by default, the inverse of its decrease (``symmetric``), so a recovered link
+is reclaimed as fast as a degraded one is given up.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from ..monitor import MinFilter
 from ..registry import register_policy
 from ..selector import collective_time_s
 from ..types import Observation
+from .delay_target import InformedStart, reachable_target_s
 from .density_base import DensityPolicy, GatedDensityPolicy
 
 __all__ = ["DelayAimdPolicy", "DelayVegasPolicy", "DelayPiPolicy", "target_delay_s"]
@@ -44,6 +53,11 @@ def target_delay_s(obs: Observation, target_s: float | None, ratio: float) -> fl
     return ratio * obs.compute_s
 
 
+def _check_margin(margin: float) -> None:
+    if not margin >= 0.0:
+        raise ValueError(f"reach_margin must be >= 0, got {margin!r}")
+
+
 def _check_target(target_s: float | None, ratio: float) -> None:
     if target_s is not None and not target_s > 0.0:
         raise ValueError(f"target_s must be > 0, got {target_s!r}")
@@ -55,11 +69,12 @@ def _check_target(target_s: float | None, ratio: float) -> None:
     "dc2-aimd",
     "DC2-style: AIMD on measured comm delay vs a target (add density below, halve above).",
 )
-class DelayAimdPolicy(GatedDensityPolicy):
+class DelayAimdPolicy(InformedStart, GatedDensityPolicy):
     """Additive-increase / multiplicative-decrease of the density on the delay signal.
 
     Above ``target * (1 + deadband)`` the density is multiplied by ``decrease_factor``; below
-    ``target * (1 - deadband)`` it grows by ``increase_step``; each change needs ``patience``
+    ``target * (1 - deadband)`` it is divided by ``decrease_factor`` (``symmetric``, the default)
+    or grows by ``increase_step`` (Reno's additive increase); each change needs ``patience``
     consecutive observations agreeing.
     """
 
@@ -75,10 +90,13 @@ class DelayAimdPolicy(GatedDensityPolicy):
         decrease_factor: float = 0.5,
         deadband: float = 0.1,
         patience: int = 2,
+        symmetric: bool = True,
+        reach_margin: float = 0.2,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
         _check_target(target_s, target_compute_ratio)
+        _check_margin(reach_margin)
         if not increase_step > 0.0:
             raise ValueError(f"increase_step must be > 0, got {increase_step!r}")
         if not (0.0 < decrease_factor < 1.0):
@@ -90,6 +108,9 @@ class DelayAimdPolicy(GatedDensityPolicy):
         self.increase_step = float(increase_step)
         self.decrease_factor = float(decrease_factor)
         self.deadband = float(deadband)
+        self.symmetric = bool(symmetric)
+        self.reach_margin = float(reach_margin)
+        self._auto_start = initial_density is None
         super().__init__(
             patience=patience,
             min_density=min_density,
@@ -99,18 +120,32 @@ class DelayAimdPolicy(GatedDensityPolicy):
             collective=collective,
         )
 
+    def _reset_state(self) -> None:
+        super()._reset_state()
+        self._reset_start(self._auto_start)
+
     def _next_density(self, obs: Observation, current: bool) -> float:
         target = target_delay_s(obs, self.target_s, self.ratio)
         if not current or target is None or obs.comm_s is None:
             return self.density
+        target = reachable_target_s(target, self._builder, obs, self.min_density,
+                                    self.reach_margin)
+        assert target is not None
+        start = self._informed_start(obs, target)
+        if start is not None:
+            self._gate.reset()
+            return start
         want = 0
         if obs.comm_s > target * (1.0 + self.deadband):
             want = -1
         elif obs.comm_s < target * (1.0 - self.deadband):
             want = 1
-        return self._gated(
-            want, down=self.density * self.decrease_factor, up=self.density + self.increase_step
+        up = (
+            self.density / self.decrease_factor
+            if self.symmetric
+            else self.density + self.increase_step
         )
+        return self._gated(want, down=self.density * self.decrease_factor, up=up)
 
 
 @register_policy(
@@ -197,7 +232,7 @@ class DelayVegasPolicy(GatedDensityPolicy):
     "dc2-pi",
     "DC2-style: PI controller (PIE-like) on log-density towards a target comm delay.",
 )
-class DelayPiPolicy(DensityPolicy):
+class DelayPiPolicy(InformedStart, DensityPolicy):
     """PIE-like proportional-integral control of ``u = ln(density)``.
 
     With the log error ``e = ln(delay / target)`` (zero while the delay is within ``deadband``
@@ -223,10 +258,12 @@ class DelayPiPolicy(DensityPolicy):
         min_density: float = 0.001,
         max_density: float = 1.0,
         initial_density: float | None = None,
+        reach_margin: float = 0.2,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
         _check_target(target_s, target_compute_ratio)
+        _check_margin(reach_margin)
         if kp < 0.0 or ki <= 0.0:
             raise ValueError(f"need kp >= 0 and ki > 0, got kp={kp!r}, ki={ki!r}")
         if not (0.0 <= deadband < 1.0):
@@ -241,6 +278,8 @@ class DelayPiPolicy(DensityPolicy):
         self.deadband = float(deadband)
         self.max_step = float(max_step)
         self.hysteresis = float(hysteresis)
+        self.reach_margin = float(reach_margin)
+        self._auto_start = initial_density is None
         super().__init__(
             min_density=min_density,
             max_density=max_density,
@@ -252,6 +291,7 @@ class DelayPiPolicy(DensityPolicy):
     def _reset_state(self) -> None:
         self._u = math.log(self.density)
         self._e_prev = 0.0
+        self._reset_start(self._auto_start)
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         target = target_delay_s(obs, self.target_s, self.ratio)
@@ -259,6 +299,14 @@ class DelayPiPolicy(DensityPolicy):
             return self.density
         if obs.comm_s <= 0.0:
             return self.density
+        target = reachable_target_s(target, self._builder, obs, self.min_density,
+                                    self.reach_margin)
+        assert target is not None
+        start = self._informed_start(obs, target)
+        if start is not None:
+            self._u = math.log(start)
+            self._e_prev = 0.0
+            return start
         e = math.log(obs.comm_s / target)
         if abs(e) < math.log1p(self.deadband):
             e = 0.0

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..decision_builder import AUTO, DecisionBuilder, check_density_range
 from ..hysteresis import ChangeGate
+from ..progress import UsesProgressModel
 from ..types import Decision, Observation
 
 __all__ = ["DensityPolicy", "GatedDensityPolicy", "iteration_time_s"]
@@ -33,7 +34,7 @@ def iteration_time_s(obs: Observation) -> float | None:
     return total if total > 0.0 else None
 
 
-class DensityPolicy:
+class DensityPolicy(UsesProgressModel):
     """Base class: bounded density, decision building, private RNG, staleness check."""
 
     def __init__(
@@ -78,6 +79,14 @@ class DensityPolicy:
         if self._last is None or obs.decision is None:
             return True  # nothing to compare with: trust the observation
         return math.isclose(obs.decision.density, self._last.density, rel_tol=1e-9)
+
+    def _gain(self, obs: Observation, compressor: str, density: float) -> float:
+        """The measured gain of ``obs``; when the caller measured none (the first step), the
+        workload's convergence model at ``density`` and ``obs.step``."""
+        if obs.gain is not None and obs.gain > 0.0:
+            return float(obs.gain)
+        comp = compressor if density < 1.0 else "none"
+        return self.progress_model.gain(comp, density, max(obs.step, 1))
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         """Subclass hook: the density for the next step (``current``: see :meth:`_is_current`)."""

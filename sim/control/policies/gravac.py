@@ -7,14 +7,13 @@ This policy walks a geometric ladder of densities from ``max_density`` down to `
 further (more compression) while the rung's compression throughput (gain per second of
 iteration) beats the previous rung's by ``min_improvement`` and its gain is at least
 ``gain_floor``; otherwise it steps back to the previous rung and stays there for ``hold_steps``
-before probing again. Gains come from ``Observation.gain`` or, when missing, the documented proxy
-:func:`~sim.control.progress.expected_gain`.
+before probing again. Gains come from ``Observation.gain`` (measured) or, when missing, the
+workload's convergence model (:mod:`sim.control.progress`).
 """
 
 from __future__ import annotations
 
 from ..decision_builder import log_density_grid
-from ..progress import expected_gain
 from ..registry import register_policy
 from ..types import Observation
 from .density_base import DensityPolicy, iteration_time_s
@@ -80,9 +79,7 @@ class GravacPolicy(DensityPolicy):
         if not current or it_s is None:
             return self.ladder[self._rung]
         density = self.ladder[self._rung]
-        gain = obs.gain if obs.gain is not None and obs.gain > 0.0 else expected_gain(
-            self.compressor, density
-        )
+        gain = self._gain(obs, self.compressor, density)
         self._gain_sum += gain
         self._time_sum += it_s
         self._n += 1

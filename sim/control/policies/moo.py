@@ -13,10 +13,11 @@ Phases:
    objectives (seed 003's code weights 0.6 and 0.4) and the best is used;
 4. exploitation, until the latency, the bandwidth (monitor estimates) or the smoothed gain moves by
    ``change_threshold`` (10%) or more from the values at the choice; then back to 2 (at most once
-   every ``min_explore_interval`` steps).
+   every ``min_explore_interval`` steps, and only while the steps spent warming up and exploring
+   stay within ``max_explore_fraction`` (10%) of the steps so far).
 
-When the observation carries no measured gain, the proxy :func:`~sim.control.progress.expected_gain`
-is used. The collective is chosen by the cost model (``collective="auto"``) as in seed 003.
+When the observation carries no measured gain, the workload's convergence model supplies it
+(:mod:`sim.control.progress`). The collective is chosen by the cost model (``collective="auto"``) as in seed 003.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import numpy as np
 
 from ..decision_builder import parse_densities
 from ..monitor import EwmaFilter
-from ..progress import expected_gain
 from ..registry import register_policy
 from ..types import Observation
 from .density_base import DensityPolicy
@@ -67,12 +67,13 @@ class MooPolicy(DensityPolicy):
         self,
         *,
         candidates: tuple[float, ...] | str = (0.1, 0.033, 0.011, 0.004, 0.001),
-        warmup_steps: int = 50,
-        explore_steps: int = 10,
+        warmup_steps: int = 5,
+        explore_steps: int = 5,
         time_weight: float = 0.6,
         gain_weight: float = 0.4,
         change_threshold: float = 0.1,
         min_explore_interval: int = 100,
+        max_explore_fraction: float = 0.1,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
@@ -91,6 +92,11 @@ class MooPolicy(DensityPolicy):
         self.time_weight, self.gain_weight = float(time_weight), float(gain_weight)
         self.change_threshold = float(change_threshold)
         self.min_explore_interval = int(min_explore_interval)
+        if not (0.0 < max_explore_fraction <= 1.0):
+            raise ValueError(
+                f"max_explore_fraction must be in (0, 1], got {max_explore_fraction!r}"
+            )
+        self.max_explore_fraction = float(max_explore_fraction)
         self.compressor = compressor
         super().__init__(
             min_density=cands[-1],
@@ -102,6 +108,7 @@ class MooPolicy(DensityPolicy):
 
     def _reset_state(self) -> None:
         self._steps = 0
+        self._explore_spent = 0
         self.phase = "warmup" if self.warmup_steps > 0 else "explore"
         self._start_exploration(0)
 
@@ -112,11 +119,6 @@ class MooPolicy(DensityPolicy):
         self._explored_at = step
         self._reference: tuple[float | None, float | None, float] | None = None
         self._gain_ewma = EwmaFilter(0.2)
-
-    def _gain(self, obs: Observation, density: float) -> float:
-        if obs.gain is not None and obs.gain > 0.0:
-            return float(obs.gain)
-        return expected_gain(self.compressor, density)
 
     def _choose(self) -> float:
         d, t, g = [], [], []
@@ -141,9 +143,17 @@ class MooPolicy(DensityPolicy):
             return False
         return abs(now - ref) / abs(ref) >= self.change_threshold
 
+    def _may_reexplore(self, step: int) -> bool:
+        """Re-exploring keeps the steps spent off the exploited density (warm-up and every
+        exploration) within ``max_explore_fraction`` of the run so far."""
+        cost = self.explore_steps * len(self.candidates)
+        return self._explore_spent + cost <= self.max_explore_fraction * (step + cost)
+
     def _next_density(self, obs: Observation, current: bool) -> float:
         step = self._steps
         self._steps += 1
+        if self.phase != "exploit":
+            self._explore_spent += 1
         if self.phase == "warmup":
             if step + 1 < self.warmup_steps:
                 frac = (step + 1) / self.warmup_steps
@@ -155,7 +165,7 @@ class MooPolicy(DensityPolicy):
             cand = self.candidates[self._explore_index]
             if current and obs.decision is not None and obs.comm_s is not None:
                 t = obs.comm_s + (obs.compress_s or 0.0)
-                self._samples[cand].append((t, self._gain(obs, cand)))
+                self._samples[cand].append((t, self._gain(obs, self.compressor, cand)))
                 self._explore_count += 1
             if self._explore_count < self.explore_steps:
                 return cand
@@ -170,7 +180,7 @@ class MooPolicy(DensityPolicy):
         # exploit
         if not current:
             return self.density
-        gain = self._gain_ewma.update(self._gain(obs, self.density))
+        gain = self._gain_ewma.update(self._gain(obs, self.compressor, self.density))
         if self._reference is None:
             self._reference = (obs.latency_s, obs.bandwidth_Bps, gain)
             return self.density
@@ -180,7 +190,11 @@ class MooPolicy(DensityPolicy):
             or self._changed(obs.bandwidth_Bps, bw0)
             or self._changed(gain, gain0)
         )
-        if moved and step - self._explored_at >= self.min_explore_interval:
+        if (
+            moved
+            and step - self._explored_at >= self.min_explore_interval
+            and self._may_reexplore(step)
+        ):
             self.phase = "explore"
             self._start_exploration(step)
             return self.candidates[0]

@@ -1,36 +1,42 @@
-"""The oracle (simulator only): knows the future trace and picks, per iteration, the density that
-minimises time per unit of progress.
+"""The oracle (simulator only): plans the whole density schedule with the future trace in hand.
 
-Before a run the simulator calls :meth:`OraclePolicy.bind_oracle` with a context that can price
-any decision: ``iteration_time_s(decision, start_s)`` is the true duration of one iteration
-started at ``start_s`` under that decision, the future trace included. Each step the oracle tries
-every (density, compatible collective) pair of its grid and keeps the one minimising
-``iteration_time_s / progress_per_step(expected_gain(...))``. It is the yardstick for every other
-policy: no real policy can know the future. Outside the simulator (never bound) it refuses to run.
+Before a run the simulator calls :meth:`OraclePolicy.bind_oracle` with a context that prices any
+decision (``iteration_time_s(decision, start_s)``: the true duration of one iteration started at
+``start_s``, the future trace included) and carries the workload's convergence model (the one that
+scores the run, :mod:`sim.control.progress`). At its first decision the oracle plans
+(:mod:`.oracle_plan`): a piecewise-constant density schedule over windows of wall time cut at the
+trace's change points, searched exhaustively one window at a time (and one suffix at a time) from
+the best fixed density, minimising the predicted time until progress reaches
+``target_progress``. Within a window every iteration uses the collective with the least true
+iteration time (the gain does not depend on the collective), so the collective schedule is
+optimal for the density schedule.
 
-The start time is ``Observation.extra["now_s"]`` when the simulator provides it, else the
-context's ``now_s()``, else the sum of the oracle's own predicted iteration times.
+It is the yardstick for every other policy: no real policy can know the future. Outside the
+simulator (never bound) it refuses to run.
 """
 
 from __future__ import annotations
 
-import math
+from bisect import bisect_right
 from typing import Any, Protocol
 
 from sim.compress.spec import get_spec
 from sim.errors import InputError
 
 from ..decision_builder import parse_densities
-from ..progress import expected_gain, progress_per_step
+from ..progress import ProgressModel, UsesProgressModel
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED
 from ..types import Decision, Observation
+from .oracle_plan import Planner
 
 __all__ = ["OracleContext", "OraclePolicy"]
 
+_DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
+
 
 class OracleContext(Protocol):
-    """What the simulator offers the oracle."""
+    """What the simulator offers the oracle (only ``iteration_time_s`` is required)."""
 
     workload_grad_bytes: int
     world_size: int
@@ -42,45 +48,79 @@ class OracleContext(Protocol):
 
 @register_policy(
     "oracle",
-    "Simulator only: knows the future trace; per step the density with least time per progress.",
+    "Simulator only: plans the density schedule with the whole future trace (least time to target).",
     sim_only=True,
 )
-class OraclePolicy:
-    """Per-iteration exhaustive choice over a density grid with perfect knowledge."""
+class OraclePolicy(UsesProgressModel):
+    """Plans a piecewise-constant density schedule with perfect knowledge of the future.
+
+    Args:
+        densities: the density grid searched.
+        compressor: the sparsifier used below density 1.
+        allowed: collectives the oracle may use.
+        target_progress: dense-iteration equivalents to reach; 0 means the run's own length
+            (the progress a dense run makes in the configured iterations).
+        windows: at most this many planning windows (the trace's change points when fewer).
+        passes: search passes over the windows.
+    """
 
     def __init__(
         self,
         *,
-        densities: tuple[float, ...] | str = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001),
+        densities: tuple[float, ...] | str = _DEFAULT_GRID,
         compressor: str = "topk",
         allowed: tuple[str, ...] = DEFAULT_ALLOWED,
+        target_progress: float = 0.0,
+        windows: int = 16,
+        passes: int = 2,
     ) -> None:
         dens = parse_densities(densities)
         get_spec(compressor)
+        if not target_progress >= 0.0:
+            raise ValueError(f"target_progress must be >= 0, got {target_progress!r}")
+        if windows < 1 or passes < 0:
+            raise ValueError(f"need windows >= 1 and passes >= 0, got {windows!r}, {passes!r}")
         self.compressor = compressor
-        self._options: list[tuple[Decision, float]] = []
+        self.target_progress = float(target_progress)
+        self.windows = int(windows)
+        self.passes = int(passes)
+        self._options: list[list[Decision]] = []
         for d in dens:
             comp = "none" if d >= 1.0 else compressor
             spec = get_spec(comp)
             colls = [c for c in allowed if spec.supports(c)]
             if not colls:
                 raise ValueError(f"compressor {comp!r} can use none of {', '.join(allowed)}")
-            per_step = progress_per_step(expected_gain(comp, d))
-            for c in colls:
-                self._options.append((Decision(comp, d, c), per_step))
+            self._options.append([Decision(comp, d, c) for c in colls])
         self._ctx: Any = None
+        self._plan: tuple[list[float], list[int]] | None = None
         self.reset(seed=0)
 
     def bind_oracle(self, ctx: OracleContext) -> None:
         """Give the oracle the simulator's view of the future (called before the run)."""
         self._ctx = ctx
+        model = getattr(ctx, "progress", None)
+        if isinstance(model, ProgressModel):
+            self.bind_progress(model)
+        self.reset(seed=0)
 
     def reset(self, *, seed: int) -> None:
-        """Forget the clock (the binding is kept: it belongs to the run, not to the state)."""
+        """Forget the clock and the plan (the binding is kept: it belongs to the run)."""
         self._clock_s = 0.0
+        self._plan = None
+
+    @property
+    def plan(self) -> tuple[list[float], list[int]] | None:
+        """The planned schedule: window start times (s) and the density index of each window."""
+        return self._plan
+
+    def _target(self) -> float:
+        if self.target_progress > 0.0:
+            return self.target_progress
+        return float(getattr(self._ctx, "iterations", 100))
 
     def decide(self, obs: Observation) -> Decision:
-        """The option with the least true time per unit of progress for the next iteration."""
+        """The planned density for the window of the current time, over its fastest collective."""
         if self._ctx is None:
             raise InputError(
                 "policy 'oracle' runs only inside the simulator (it needs the future trace); "
@@ -90,14 +130,19 @@ class OraclePolicy:
         if start_s is None:
             now = getattr(self._ctx, "now_s", None)
             start_s = float(now()) if callable(now) else self._clock_s
+        if self._plan is None:
+            planner = Planner(
+                self._ctx, self.progress_model, self._options, self._target(), start_s
+            )
+            self._plan = planner.search(self.windows, self.passes)
+        bounds, choice = self._plan
+        w = max(0, bisect_right(bounds, start_s) - 1)
         best: Decision | None = None
-        best_cost = math.inf
         best_time = 0.0
-        for decision, per_step in self._options:
+        for decision in self._options[choice[w]]:
             t = float(self._ctx.iteration_time_s(decision, start_s))
-            cost = t / per_step
-            if cost < best_cost:
-                best, best_cost, best_time = decision, cost, t
-        assert best is not None  # the option list is never empty
+            if best is None or t < best_time:
+                best, best_time = decision, t
+        assert best is not None  # every density has at least one collective
         self._clock_s = start_s + best_time
         return best

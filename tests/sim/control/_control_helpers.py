@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sim.control.monitor import LinkMonitor
-from sim.control.progress import expected_gain
+from sim.control.progress import default_progress_model
 from sim.control.selector import collective_cost_terms
 from sim.control.types import Controller, Decision, Observation
 
@@ -37,8 +37,13 @@ def run_closed_loop(
     steps: int,
     *,
     grad_norm_at: Callable[[int], float] | None = None,
+    gain_at: Callable[[Decision, int], float] | None = None,
 ) -> list[Step]:
-    """Drive ``policy`` for ``steps`` steps on the link ``link_at(step) -> (latency, Bps)``."""
+    """Drive ``policy`` for ``steps`` steps on the link ``link_at(step) -> (latency, Bps)``.
+
+    The observed gain is ``gain_at(decision, step)``, by default the default workload's
+    gradient-trace gain at that step (what the simulator reports)."""
+    pm = default_progress_model()
     monitor = LinkMonitor()
     obs = Observation(step=0, world_size=WORLD, grad_bytes=GRAD_BYTES)
     out: list[Step] = []
@@ -64,7 +69,9 @@ def run_closed_loop(
             compute_s=COMPUTE_S,
             latency_s=est_lat,
             bandwidth_Bps=est_bw,
-            gain=expected_gain(d.compressor, d.density),
+            gain=(
+                pm.gain(d.compressor, d.density, k + 1) if gain_at is None else gain_at(d, k + 1)
+            ),
             decision=d,
             grad_norm=None if grad_norm_at is None else grad_norm_at(k),
         )

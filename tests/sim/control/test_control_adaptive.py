@@ -17,7 +17,7 @@ from _control_helpers import (
 
 from sim.control import Decision, Observation, make_policy
 from sim.control.policies.moo import pareto_choice
-from sim.control.progress import expected_gain, progress_per_step
+from sim.control.progress import default_progress_model
 from sim.control.selector import collective_cost_terms
 
 
@@ -40,8 +40,11 @@ def test_moo_warms_up_explores_every_candidate_then_exploits() -> None:
 
 
 def test_moo_reexplores_when_the_network_moves_10_percent() -> None:
-    p = make_policy("moo", warmup_steps=0, explore_steps=3, min_explore_interval=0)
-    d = densities(run_closed_loop(p, lambda k: GOOD if k < 60 else BAD_BANDWIDTH, 100))
+    p = make_policy("moo", warmup_steps=0, explore_steps=3, min_explore_interval=0,
+                    max_explore_fraction=1.0)
+    pm = default_progress_model()
+    d = densities(run_closed_loop(p, lambda k: GOOD if k < 60 else BAD_BANDWIDTH, 100,
+                                  gain_at=lambda dec, k: pm.gain(dec.compressor, dec.density, 1)))
     assert d[30:60].count(0.1) == 0 or len(set(d[30:60])) == 1
     # After the change the candidates are run again (0.1 reappears, then 0.001).
     after = d[60:]
@@ -51,7 +54,7 @@ def test_moo_reexplores_when_the_network_moves_10_percent() -> None:
 def test_moo_weights_move_the_choice() -> None:
     grid = np.array([0.1, 0.03, 0.01, 0.003, 0.001])
     t = 0.01 + grid * 2.0
-    inv_g = 1.0 / np.array([expected_gain("topk", x) for x in grid])
+    inv_g = 1.0 / np.array([default_progress_model().gain("topk", x, 100) for x in grid])
     assert pareto_choice(grid, t, inv_g, 1.0, 0.0) == 0.001
     assert pareto_choice(grid, t, inv_g, 0.0, 1.0) == 0.1
     mid = pareto_choice(grid, t, inv_g, 0.6, 0.4)
@@ -102,7 +105,8 @@ def _best_arm(link: tuple[float, float], arms: tuple[float, ...]) -> float:
             for c in (("ring", "tree", "ps") if comp == "none" else
                       ("allgather", "artopk-ring", "artopk-tree"))
         )
-        return progress_per_step(expected_gain(comp, dens)) / (0.2 + best)
+        pm = default_progress_model()
+        return pm.efficiency(pm.gain(comp, dens, 225)) / (0.2 + best)
 
     return max(arms, key=reward)
 
@@ -120,45 +124,48 @@ class _Ctx:
     workload_grad_bytes = GRAD_BYTES
     world_size = WORLD
 
-    def __init__(self, switch_s: float) -> None:
+    def __init__(
+        self,
+        switch_s: float,
+        good: tuple[float, float] = GOOD,
+        bad: tuple[float, float] = BAD_BANDWIDTH,
+    ) -> None:
         self.switch_s = switch_s
+        self.good, self.bad = good, bad
 
     def iteration_time_s(self, decision: Decision, start_s: float) -> float:
-        link = GOOD if start_s < self.switch_s else BAD_BANDWIDTH
+        link = self.good if start_s < self.switch_s else self.bad
         t = collective_cost_terms(decision.collective, WORLD, GRAD_BYTES, decision.density,
                                   decision.compressor)
         return 0.2 + t.time_s(*link)
 
 
-def test_oracle_picks_the_least_time_per_progress_and_sees_the_future() -> None:
-    p = make_policy("oracle")
-    ctx = _Ctx(switch_s=1.0)
+def test_oracle_plans_least_time_to_target_and_sees_the_future() -> None:
+    from sim.control.policies.oracle_plan import Planner
+
+    p = make_policy("oracle", target_progress=300.0, windows=8)
+    ctx = _Ctx(switch_s=20.0, good=(1e-6, 1e13), bad=(1e-3, 1e7))
     p.bind_oracle(ctx)  # type: ignore[attr-defined]
     obs = Observation(step=0, world_size=WORLD, grad_bytes=GRAD_BYTES)
     first = p.decide(obs)
     late = p.decide(Observation(step=1, world_size=WORLD, grad_bytes=GRAD_BYTES,
-                                extra={"now_s": 5.0}))
-
-    def cost(d: Decision, start: float) -> float:
-        return ctx.iteration_time_s(d, start) / progress_per_step(
-            expected_gain(d.compressor, d.density))
-
-    # Brute force over the same grid agrees.
-    for dec, start in ((first, 0.0), (late, 5.0)):
-        for dens in (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001):
-            comp = "none" if dens == 1.0 else "topk"
-            colls = ("ring", "tree", "ps", "allgather") if comp == "none" else (
-                "allgather", "artopk-ring", "artopk-tree")
-            for c in colls:
-                assert cost(dec, start) <= cost(Decision(comp, dens, c), start) + 1e-12
-    assert late.density < first.density  # it knows the link is slow at 5 s
+                                extra={"now_s": 30.0}))
+    assert late.density < first.density  # it knows the link is slow later
+    # The plan is at least as fast as every fixed density of its grid.
+    bounds, choice = p.plan  # type: ignore[attr-defined]
+    planner = Planner(ctx, default_progress_model(), p._options, 300.0, 0.0)  # type: ignore[attr-defined]
+    planner.bounds = bounds
+    best = planner.run(choice)[0]
+    for i in range(len(p._options)):  # type: ignore[attr-defined]
+        planner.bounds = [0.0]
+        assert best <= planner.run([i])[0] * (1 + 1e-12)
 
 
 def test_oracle_keeps_its_own_clock_without_now_s() -> None:
-    p = make_policy("oracle")
+    p = make_policy("oracle", target_progress=40.0)
     p.bind_oracle(_Ctx(switch_s=0.2))  # type: ignore[attr-defined]
     obs = Observation(step=0, world_size=WORLD, grad_bytes=GRAD_BYTES)
-    d0 = p.decide(obs)
+    p.decide(obs)
     d1 = p.decide(obs)  # the clock has advanced past the switch by the first iteration
-    assert d1.density < d0.density
     assert math.isfinite(d1.density)
+    assert p._clock_s > 0.2  # type: ignore[attr-defined]

@@ -61,7 +61,7 @@ def test_hysteresis_ignores_a_single_outlier(name: str) -> None:
 
 
 def test_aimd_halves_and_adds() -> None:
-    p = make_policy("dc2-aimd", target_s=0.1, patience=1, increase_step=0.05)
+    p = make_policy("dc2-aimd", target_s=0.1, patience=1, increase_step=0.05, symmetric=False)
     obs0 = Observation(step=0, world_size=8, grad_bytes=1000)
     d0 = p.decide(obs0)
     slow = Observation(step=1, world_size=8, grad_bytes=1000, comm_s=0.5, decision=d0)

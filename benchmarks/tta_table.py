@@ -1,0 +1,208 @@
+"""Time-to-target of every policy per scenario, next to the best fixed density and the oracle.
+
+A scenario is (trace, workload, workers). The target is a loss the workload's dense run reaches
+(through its gradient trace: digits-cnn loss 0.5 for convolutional profiles, char-lstm loss 1.0
+for language models), expressed as progress ``P`` in dense-iteration equivalents; a run's
+time-to-target is the end of its first iteration whose ``progress`` column reaches ``P`` (the
+convergence model that scores every run). Each scenario runs:
+
+* ``fixed`` at every density of the oracle's grid (``collective=auto``): the best of them is the
+  best fixed density in hindsight;
+* ``oracle`` and ``mpc`` told the target (``target_progress=P``), every other registered policy
+  with its defaults.
+
+Used by ``benchmarks/bench_controllers.py --tta``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sim.control import policy_info, policy_names
+from sim.convergence import ConvergenceModel, trace_for_profile
+from sim.runner import SimConfig, run_simulation
+
+GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
+#: Loss target per gradient trace (reached by the dense run of each).
+TARGET_LOSS = {"digits-cnn": 0.5, "char-lstm": 1.0, "digits-mlp": 0.5}
+#: Network class of each trace (the winner is reported per class).
+CLASSES = {
+    "seed003-steps": "stepped",
+    "markov-congestion": "congestion",
+    "delay-lowvar": "delay-variation",
+    "delay-highvar": "delay-variation",
+    "delay-spikes": "delay-spikes",
+    "norway-bus-1-x1000": "cellular-shape",
+    "geo-8region": "geo-distributed",
+}
+BUNDLED = tuple(CLASSES)
+WORKLOADS = ("resnet50", "bert-base", "lstm-ptb")
+WORKERS = (8, 64, 1024)
+#: Fresh traces from the generators with seeds never used while tuning (held out).
+HELD_OUT = {
+    "markov:seed=9101,good_mean_s=40,bad_mean_s=15,bad_bandwidth_factor=0.1,duration_s=1800": (
+        "congestion"
+    ),
+    "walk:seed=9102,bw_gbps=10,bandwidth_sigma=0.3,lat_sigma_ms=0.5,duration_s=1800": (
+        "random-walk"
+    ),
+    "spikes:seed=9103,lat_ms=0.5,bw_gbps=25,spike_rate_per_s=0.2,spike_min_ms=5": "delay-spikes",
+    "steps:dur_s=20/40/30/60,lat_ms=2/20/5/1,bw_gbps=10/1/3/25,loop=true": "stepped",
+}
+
+
+def target_progress(workload: str) -> float:
+    """Progress ``P`` (dense-iteration equivalents) at which ``workload`` reaches its target."""
+    source = trace_for_profile(workload)[0]
+    p = ConvergenceModel.bundled(source).dense_iterations_to(TARGET_LOSS[source], "loss")
+    assert p is not None
+    return float(p)
+
+
+def tta_s(records: Any, target: float) -> float:
+    """End of the first iteration whose progress reaches ``target`` (inf if none)."""
+    hit = np.nonzero(records["progress"].to_numpy() >= target)[0]
+    if not len(hit):
+        return math.inf
+    i = int(hit[0])
+    return float(records["start_s"].iloc[i] + records["iter_s"].iloc[i])
+
+
+@dataclass
+class Scenario:
+    """One (trace, workload, workers) cell and its measured times to target."""
+
+    trace: str
+    workload: str
+    workers: int
+    net_class: str
+    target: float = 0.0
+    fixed: dict[float, float] = field(default_factory=dict)
+    policies: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def best_fixed(self) -> tuple[float, float]:
+        """``(density, seconds)`` of the fastest fixed density."""
+        d = min(self.fixed, key=lambda k: (self.fixed[k], -k))
+        return d, self.fixed[d]
+
+    def best_adaptive(self) -> tuple[str, float]:
+        """``(policy, seconds)`` of the fastest policy other than the oracle, dense and fixed."""
+        cand = {k: v for k, v in self.policies.items() if k not in ("oracle", "dense", "fixed")}
+        name = min(cand, key=lambda k: (cand[k], k))
+        return name, cand[name]
+
+
+def _run(trace: str, workload: str, workers: int, policy: str, iters: int,
+         params: tuple[tuple[str, Any], ...]) -> Any:
+    cfg = SimConfig(workload=workload, workers=workers, trace=trace, policy=policy,
+                    policy_params=params, iterations=iters, monitor="on")
+    rec, _ = run_simulation(cfg)
+    return rec
+
+
+def run_scenario(sc: Scenario, policies: Sequence[str]) -> Scenario:
+    """Fill ``sc`` with every fixed density's and every policy's time to target."""
+    sc.target = target_progress(sc.workload)
+    iters = int(6 * sc.target)
+    for d in GRID:
+        comp = "none" if d >= 1.0 else "topk"
+        rec = _run(sc.trace, sc.workload, sc.workers, "fixed", iters,
+                   (("density", d), ("compressor", comp), ("collective", "auto")))
+        sc.fixed[d] = tta_s(rec, sc.target)
+    for name in policies:
+        params: tuple[tuple[str, Any], ...] = ()
+        if name in ("oracle", "mpc"):
+            params = (("target_progress", sc.target),)
+        rec = _run(sc.trace, sc.workload, sc.workers, name, iters, params)
+        sc.policies[name] = tta_s(rec, sc.target)
+    return sc
+
+
+def scenarios(traces: dict[str, str], workloads: Sequence[str], workers: Sequence[int]
+              ) -> list[Scenario]:
+    """Every (trace, workload, workers) combination."""
+    return [Scenario(t, w, n, c) for t, c in traces.items() for w in workloads for n in workers]
+
+
+def _one(args: tuple[Scenario, tuple[str, ...]]) -> Scenario:
+    return run_scenario(*args)
+
+
+def run_all(scs: list[Scenario], jobs: int = 1) -> list[Scenario]:
+    """Run every scenario (``jobs`` processes)."""
+    pols = tuple(n for n in policy_names() if n != "fixed" and
+                 (not policy_info(n).sim_only or n == "oracle"))
+    work = [(sc, pols) for sc in scs]
+    if jobs <= 1:
+        return [_one(w) for w in work]
+    with ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(_one, work))
+
+
+def summarise(scs: list[Scenario]) -> dict[str, Any]:
+    """Done-when checks and the winner per network class."""
+    n = len(scs)
+    within5 = sum(1 for s in scs if s.best_adaptive()[1] <= 1.05 * s.policies["oracle"])
+    beats_fixed = sum(1 for s in scs if s.best_adaptive()[1] <= s.best_fixed[1] * (1 + 1e-9))
+    oracle_best = sum(
+        1 for s in scs
+        if all(s.policies["oracle"] <= v * (1 + 1e-9) for v in
+               [*s.policies.values(), *s.fixed.values()])
+    )
+    per_policy: dict[str, dict[str, float]] = {}
+    for name in scs[0].policies:
+        ratios = [s.policies[name] / s.policies["oracle"] for s in scs]
+        fixed_ratio = [s.policies[name] / s.best_fixed[1] for s in scs]
+        per_policy[name] = {
+            "geomean_vs_oracle": _geomean(ratios),
+            "worst_vs_oracle": max(ratios),
+            "share_at_least_best_fixed": sum(r <= 1 + 1e-9 for r in fixed_ratio) / n,
+            "share_within_5pct_of_oracle": sum(r <= 1.05 for r in ratios) / n,
+        }
+    winners: dict[str, str] = {}
+    for cls in sorted({s.net_class for s in scs}):
+        sub = [s for s in scs if s.net_class == cls]
+        names = [k for k in sub[0].policies if k != "oracle"]
+        winners[cls] = min(
+            names, key=lambda k: _geomean([s.policies[k] / s.policies["oracle"] for s in sub])
+        )
+    return {
+        "scenarios": n,
+        "oracle_fastest": oracle_best,
+        "best_adaptive_within_5pct_of_oracle": within5,
+        "best_adaptive_at_least_best_fixed": beats_fixed,
+        "per_policy": per_policy,
+        "winner_per_class": winners,
+    }
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    fin = [x for x in xs if math.isfinite(x) and x > 0]
+    if len(fin) < len(xs):
+        return math.inf
+    return float(math.exp(sum(math.log(x) for x in fin) / len(fin)))
+
+
+def format_table(scs: list[Scenario]) -> str:
+    """One line per scenario: best fixed, oracle, then each policy as a ratio to the oracle."""
+    names = [k for k in scs[0].policies if k != "oracle"]
+    head = f"{'trace':<22} {'workload':<10} {'n':>5} {'P':>6} {'fixed*':>12} {'oracle s':>10} "
+    head += " ".join(f"{k[:9]:>9}" for k in names) + "  best adaptive\n"
+    lines = [head]
+    for s in scs:
+        d, fx = s.best_fixed
+        o = s.policies["oracle"]
+        cells = " ".join(f"{s.policies[k] / o:9.3f}" for k in names)
+        ba, bt = s.best_adaptive()
+        lines.append(
+            f"{s.trace[:22]:<22} {s.workload:<10} {s.workers:>5} {s.target:6.0f} "
+            f"{fx / o:6.3f}@{d:<5g} {o:10.4g} {cells}  {ba} {bt / o:.3f}\n"
+        )
+    return "".join(lines)

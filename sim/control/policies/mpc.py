@@ -1,0 +1,277 @@
+"""``mpc``: a model-predictive density controller on time-to-target.
+
+Every ``window_steps`` steps the controller
+
+1. forecasts the link from the monitor's estimates (:class:`LinkForecast`: level, trend and
+   spread of log-latency and log-bandwidth over the last ``history`` observations);
+2. for every density of its grid and every forecast scenario (the spread's pessimistic,
+   central and optimistic cases, the trend extrapolated to the middle of the plan), predicts the
+   seconds needed to make the next ``delta`` of progress: iteration time from the cheapest
+   collective's alpha-beta time on the forecast link (measured compute, compression and
+   overlap), progress from the workload's convergence model (:mod:`sim.control.progress`) started
+   from the controller's own model state, so a switch pays (or recovers) the lag it causes;
+3. scores each density by the mean over scenarios plus ``risk`` times their half-range (a robust
+   choice under the forecast's spread), and applies the best one (its collective chosen on the
+   current estimate) unless it beats the density in force by less than ``switch_margin``.
+
+It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
+since the last plan.
+
+``delta`` is what is left to ``target_progress`` when one is set, else ``horizon_progress`` (a
+rolling target). The gain of a density other than the one in force is the model's gain scaled by
+the ratio of the measured gain (``Observation.gain``) to the model's gain at the density in force,
+so a real run's measured gains calibrate the model online. Between re-plans the density holds.
+The controller reads nothing but its observations: it runs unchanged in real runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from sim.compress.spec import get_spec
+
+from ..decision_builder import AUTO, parse_densities
+from ..progress import ProgressState
+from ..registry import register_policy
+from ..selector import DEFAULT_ALLOWED, cheapest_collective
+from ..types import Observation
+from .density_base import DensityPolicy, iteration_time_s
+
+__all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
+
+_DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
+
+
+class LinkForecast:
+    """Level, trend and spread of a positive signal in log space over a sliding window."""
+
+    def __init__(self, history: int) -> None:
+        self._xs: deque[float] = deque(maxlen=history)
+
+    def update(self, value: float) -> None:
+        """Add one observation (positive)."""
+        self._xs.append(math.log(value))
+
+    def __len__(self) -> int:
+        return len(self._xs)
+
+    def fit(self) -> tuple[float, float, float]:
+        """``(level, trend per observation, residual std)`` in log units; level is the fitted
+        value at the latest observation."""
+        xs = list(self._xs)
+        n = len(xs)
+        if n == 0:
+            raise ValueError("no observations")
+        if n < 3:
+            return xs[-1], 0.0, 0.0
+        mx = (n - 1) / 2.0
+        my = sum(xs) / n
+        sxx = sum((i - mx) ** 2 for i in range(n))
+        slope = sum((i - mx) * (x - my) for i, x in enumerate(xs)) / sxx
+        level = my + slope * (n - 1 - mx)
+        res = [x - (my + slope * (i - mx)) for i, x in enumerate(xs)]
+        std = math.sqrt(sum(r * r for r in res) / (n - 2))
+        return level, slope, std
+
+    def at(self, steps_ahead: float, z: float, default: float = 0.0) -> float:
+        """Forecast ``steps_ahead`` observations ahead, ``z`` spreads away from the trend
+        (``default`` before any observation)."""
+        if not self._xs:
+            return default
+        level, slope, std = self.fit()
+        # The trend is trusted only as far as the window it was fitted on.
+        ahead = min(steps_ahead, float(len(self._xs)))
+        return math.exp(level + slope * ahead + z * std)
+
+
+def steps_to_progress(
+    delta: float, eff: float, lag0: float, lag_star: float, rate: float, max_steps: float
+) -> float:
+    """Iterations at a constant gain until progress grows by ``delta``.
+
+    Progress after ``n`` iterations grows by ``n * eff - (lag_n - lag0)`` with the lag relaxing
+    geometrically from ``lag0`` to ``lag_star`` at ``rate`` per iteration (the convergence
+    model's recursion at a constant gain, the phase damping frozen). ``max_steps`` if never.
+    """
+
+    def gained(n: float) -> float:
+        return n * eff - (lag_star - lag0) * (1.0 - (1.0 - rate) ** n)
+
+    if gained(max_steps) < delta:
+        return max_steps
+    lo, hi = 0.0, max_steps
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if gained(mid) >= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@register_policy(
+    "mpc",
+    "Model-predictive: forecast the link, predict time-to-target per density, apply, re-plan.",
+)
+class MpcPolicy(DensityPolicy):
+    """Receding-horizon density choice on the convergence model and a link forecast."""
+
+    def __init__(
+        self,
+        *,
+        densities: tuple[float, ...] | str = _DEFAULT_GRID,
+        window_steps: int = 10,
+        history: int = 40,
+        target_progress: float = 0.0,
+        horizon_progress: float = 200.0,
+        risk: float = 0.5,
+        spread: float = 1.0,
+        switch_margin: float = 0.02,
+        replan_change: float = 0.25,
+        initial_density: float = 0.1,
+        compressor: str = "topk",
+        collective: str = "auto",
+    ) -> None:
+        grid = list(parse_densities(densities))
+        if window_steps < 1 or history < 1:
+            raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, "
+                             f"{history!r}")
+        if target_progress < 0.0 or not horizon_progress > 0.0:
+            raise ValueError("need target_progress >= 0 and horizon_progress > 0")
+        if risk < 0.0 or spread < 0.0 or not (0.0 <= switch_margin < 1.0):
+            raise ValueError("need risk >= 0, spread >= 0 and 0 <= switch_margin < 1")
+        self.grid = tuple(grid)
+        self.window_steps = int(window_steps)
+        self.history = int(history)
+        self.target_progress = float(target_progress)
+        self.horizon_progress = float(horizon_progress)
+        self.risk = float(risk)
+        self.spread = float(spread)
+        self.switch_margin = float(switch_margin)
+        if not replan_change > 0.0:
+            raise ValueError(f"replan_change must be > 0, got {replan_change!r}")
+        self.replan_change = float(replan_change)
+        self.compressor = compressor
+        self._candidates = {
+            comp: tuple(c for c in DEFAULT_ALLOWED if get_spec(comp).supports(c))
+            if collective == AUTO else (collective,)
+            for comp in ("none", compressor)
+        }
+        super().__init__(
+            min_density=grid[-1],
+            max_density=grid[0],
+            initial_density=min(grid[0], max(grid[-1], float(initial_density))),
+            compressor=compressor,
+            collective=collective,
+        )
+
+    def _reset_state(self) -> None:
+        self._state = ProgressState()
+        self._lat = LinkForecast(self.history)
+        self._bw = LinkForecast(self.history)
+        self._since_plan = 0
+        self._planned = False
+        self._planned_on: tuple[float, float] = (0.0, 0.0)
+        self._compress_s = 0.0
+        self._hidden_s: dict[bool, float | None] = {True: None, False: None}
+        self._gain_ratio = 1.0
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _track(self, obs: Observation) -> None:
+        """Advance the model state with the measured gain; learn compression and overlap."""
+        pm = self.progress_model
+        d = obs.decision
+        if d is not None and obs.step > self._state.step:
+            model_gain = pm.gain(d.compressor, d.density, obs.step)
+            gain = obs.gain if obs.gain is not None and obs.gain > 0.0 else model_gain
+            self._state = pm.advance(
+                ProgressState(obs.step - 1, self._state.q, self._state.lag, self._state.progress),
+                min(1.0, gain),
+            )
+            if d.density < 1.0:
+                self._gain_ratio = min(4.0, max(0.25, gain / model_gain))
+                if obs.compress_s is not None:
+                    self._compress_s = obs.compress_s
+        if obs.latency_s is not None and obs.latency_s > 0.0:
+            self._lat.update(obs.latency_s)
+        if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
+            self._bw.update(obs.bandwidth_Bps)
+        it_s = obs.extra.get("iteration_s")
+        if it_s is not None and d is not None and obs.comm_s is not None and obs.compute_s:
+            # Communication hidden behind compute, per kind of decision (dense or compressed:
+            # compression shifts when the buckets are ready).
+            dense = d.density >= 1.0
+            exposed = it_s - obs.compute_s - (obs.compress_s or 0.0)
+            old = self._hidden_s[dense]
+            if exposed > 1e-12:
+                self._hidden_s[dense] = max(0.0, obs.comm_s - exposed)
+            else:
+                self._hidden_s[dense] = max(old or 0.0, obs.comm_s)
+
+    # ------------------------------------------------------------------ prediction
+
+    def _iteration_s(self, obs: Observation, density: float, lat: float, bw: float) -> float:
+        comp = "none" if density >= 1.0 else self.compressor
+        comm = cheapest_collective(
+            self._candidates[comp], lat, bw, obs.world_size, float(obs.grad_bytes), density, comp
+        )[1]
+        compute = obs.compute_s or 0.0
+        compress = self._compress_s if density < 1.0 else 0.0
+        dense = density >= 1.0
+        hidden = self._hidden_s[dense]
+        if hidden is None:
+            hidden = self._hidden_s[not dense] or 0.0
+        return compute + compress + max(0.0, comm - hidden)
+
+    def _score(self, obs: Observation, density: float, delta: float) -> float:
+        pm = self.progress_model
+        step = max(obs.step, 1)
+        comp = "none" if density >= 1.0 else self.compressor
+        g = 1.0 if density >= 1.0 else min(1.0, pm.gain(comp, density, step) * self._gain_ratio)
+        s = 1.0 / g - 1.0
+        lag_star = pm.lam * s / (1.0 + step * pm.inv_phase)
+        rate = min(1.0, pm.mu * g)
+        n = steps_to_progress(
+            delta, pm.efficiency(g), self._state.lag, lag_star, rate, 50.0 * delta + 1000.0
+        )
+        times = []
+        # The trend is extrapolated to the next re-plan only; beyond it the level holds.
+        ahead = min(n / 2.0, float(self.window_steps))
+        for z in (-self.spread, 0.0, self.spread):
+            lat = self._lat.at(ahead, -z)
+            bw = self._bw.at(ahead, z)
+            times.append(n * self._iteration_s(obs, density, lat, bw))
+        mean = sum(times) / len(times)
+        return mean + self.risk * (max(times) - min(times)) / 2.0
+
+    def _plan(self, obs: Observation) -> float:
+        if self.target_progress > 0.0 and self._state.progress < self.target_progress:
+            delta = self.target_progress - self._state.progress
+        else:
+            delta = self.horizon_progress
+        scores = {d: self._score(obs, d, delta) for d in self.grid}
+        best = min(self.grid, key=lambda d: (scores[d], -d))
+        current = min(self.grid, key=lambda d: abs(math.log(d / self.density)))
+        if scores[best] < scores[current] * (1.0 - self.switch_margin):
+            return best
+        return self.density
+
+    def _next_density(self, obs: Observation, current: bool) -> float:
+        self._track(obs)
+        if len(self._bw) == 0 or iteration_time_s(obs) is None:
+            return self.density
+        self._since_plan += 1
+        link = (math.log(obs.latency_s or 1e-9), math.log(obs.bandwidth_Bps or 1.0))
+        moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
+        if (
+            self._planned
+            and self._since_plan < self.window_steps
+            and moved < math.log1p(self.replan_change)
+        ):
+            return self.density
+        self._since_plan = 0
+        self._planned = True
+        self._planned_on = link
+        return self._plan(obs)

@@ -1,0 +1,174 @@
+"""The oracle's planner: least time-to-target over piecewise-constant density schedules.
+
+A schedule gives each window of wall time (``bounds[w] <= start < bounds[w + 1]``) one density of
+the grid; each iteration runs that density over the collective with the least true iteration time
+at its start. :meth:`Planner.run` replays a schedule through the true iteration times and the
+convergence model's recursion (:class:`~sim.control.progress.ProgressModel`, the recursion that
+scores runs) until progress reaches the target, and returns the end time of that iteration.
+
+:meth:`Planner.search` starts from the best fixed density, cuts the horizon (that density's time to
+target) into at most ``windows`` windows at the trace's change points (the change points nearest
+to an even grid when there are more), then makes ``passes`` passes over the windows: for each
+window it tries every density for that window alone and for that window and all later ones, and
+keeps the fastest. Every candidate is replayed from the state saved at its window's start, so a
+pass costs about ``windows x densities`` partial replays. The result is never slower than the best
+fixed density of the grid (the starting point is one of the candidates).
+
+When the context can say which constant link state holds at a time (``segment_s``), an iteration
+that starts and ends inside one state reuses the duration computed for that state and decision.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..progress import ProgressModel
+from ..types import Decision
+
+__all__ = ["Planner"]
+
+_Snapshot = tuple[int, float, float, float, float]  # iterations, clock, q, lag, progress
+
+
+class Planner:
+    """Replays and searches density schedules for one run.
+
+    Args:
+        ctx: the oracle context (``iteration_time_s``; optionally ``segment_s`` and
+            ``change_points_s``).
+        model: the convergence model that scores the run.
+        options: per density of the grid, its decisions (one per usable collective).
+        target: progress to reach (dense-iteration equivalents).
+        start_s: the clock at the first iteration.
+        max_iterations: replays stop (never reaching the target) after this many iterations;
+            default ``20 * target + 2000``.
+    """
+
+    def __init__(
+        self,
+        ctx: Any,
+        model: ProgressModel,
+        options: list[list[Decision]],
+        target: float,
+        start_s: float,
+        max_iterations: int | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.model = model
+        self.options = options
+        self.target = float(target)
+        self.start_s = float(start_s)
+        self.max_iterations = (
+            int(20 * target) + 2000 if max_iterations is None else int(max_iterations)
+        )
+        self._segment = getattr(ctx, "segment_s", None)
+        self._cache: dict[tuple[int, float], float] = {}
+        self.bounds: list[float] = [self.start_s]
+        self.replays = 0
+
+    def _time(self, i: int, t: float) -> float:
+        """Least true iteration time among density ``i``'s collectives, starting at ``t``."""
+        seg = self._segment(t) if self._segment is not None else None
+        if seg is not None:
+            dur = self._cache.get((i, seg[0]))
+            if dur is not None and t + dur <= seg[1]:
+                return dur
+        dur = min(float(self.ctx.iteration_time_s(d, t)) for d in self.options[i])
+        if seg is not None and t + dur <= seg[1]:
+            self._cache[(i, seg[0])] = dur
+        return dur
+
+    def run(
+        self, choice: list[int], w0: int = 0, snap: _Snapshot | None = None
+    ) -> tuple[float, list[_Snapshot | None]]:
+        """Replay ``choice`` (a density index per window) from window ``w0``'s saved state.
+
+        Returns the end time of the iteration reaching the target (``inf`` if none within
+        ``max_iterations``) and the state at the start of each window entered.
+        """
+        self.replays += 1
+        bounds, nb = self.bounds, len(self.bounds)
+        k, t, q, lag, p = snap if snap is not None else (0, self.start_s, 0.0, 0.0, 0.0)
+        w = w0 if snap is not None else 0
+        snaps: list[_Snapshot | None] = [None] * nb
+        snaps[w] = (k, t, q, lag, p)
+        next_b = bounds[w + 1] if w + 1 < nb else math.inf
+        pm = self.model
+        mu, lam, alpha = pm.mu, pm.lam, pm.alpha
+        inv_ph, inv_k = pm.inv_phase, pm.inv_knee
+        target = self.target
+        while p < target:
+            while t >= next_b:
+                w += 1
+                snaps[w] = (k, t, q, lag, p)
+                next_b = bounds[w + 1] if w + 1 < nb else math.inf
+            if k >= self.max_iterations:
+                return math.inf, snaps
+            i = choice[w]
+            d0 = self.options[i][0]
+            dur = self._time(i, t)
+            k += 1
+            g = pm.gain(d0.compressor, d0.density, k)
+            s = 1.0 / g - 1.0
+            lag += min(1.0, mu * g) * (lam * s / (1.0 + k * inv_ph) - lag)
+            q += g**alpha / (1.0 + s * inv_k)
+            if q - lag > p:
+                p = q - lag
+            t += dur
+        return t, snaps
+
+    def _windows(self, horizon_s: float, windows: int) -> list[float]:
+        start = self.start_s
+        points_fn = getattr(self.ctx, "change_points_s", None)
+        points = (
+            [float(x) for x in points_fn(start, start + horizon_s)] if callable(points_fn) else []
+        )
+        points = sorted(x for x in set(points) if start < x < start + horizon_s)
+        if len(points) <= windows - 1:
+            if points or windows == 1:
+                return [start, *points]
+            # No change point (a constant link): an even grid still lets the schedule follow the
+            # gradient statistics over training.
+            return [start + horizon_s * j / windows for j in range(windows)]
+        picked = set()
+        for j in range(1, windows):
+            goal = start + horizon_s * j / windows
+            picked.add(min(points, key=lambda x: abs(x - goal)))
+        return [start, *sorted(picked)]
+
+    def search(self, windows: int, passes: int) -> tuple[list[float], list[int]]:
+        """The best schedule found: ``(window starts, density index per window)``."""
+        self.bounds = [self.start_s]
+        fixed = [self.run([i])[0] for i in range(len(self.options))]
+        best_i = min(range(len(fixed)), key=lambda i: (fixed[i], i))
+        if not math.isfinite(fixed[best_i]) or windows <= 1:
+            return self.bounds, [best_i]
+        self.bounds = self._windows(fixed[best_i] - self.start_s, windows)
+        nw = len(self.bounds)
+        choice = [best_i] * nw
+        tta, snaps = self.run(choice)
+        for _ in range(passes):
+            improved = False
+            for w in range(nw):
+                snap = snaps[w]
+                if snap is None:
+                    break  # the target is reached before this window
+                best_c: list[int] | None = None
+                best_t = tta
+                for i in range(len(self.options)):
+                    single = choice[:w] + [i] + choice[w + 1:]
+                    suffix = choice[:w] + [i] * (nw - w)
+                    for cand in (single, suffix) if single != suffix else (single,):
+                        if cand == choice:
+                            continue
+                        t_c = self.run(cand, w, snap)[0]
+                        if t_c < best_t * (1.0 - 1e-12):
+                            best_c, best_t = cand, t_c
+                if best_c is not None:
+                    choice = best_c
+                    tta, snaps = self.run(choice)
+                    improved = True
+            if not improved:
+                break
+        return self.bounds, choice

@@ -1,0 +1,57 @@
+"""The model-predictive controller: forecast, prediction, choice."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from _control_helpers import BAD_BANDWIDTH, densities, run_closed_loop, step_link
+
+from sim.control import make_policy
+from sim.control.policies.mpc import LinkForecast, steps_to_progress
+from sim.control.progress import ProgressState, default_progress_model
+
+
+def test_forecast_recovers_level_trend_and_spread() -> None:
+    f = LinkForecast(history=10)
+    for k in range(10):
+        f.update(math.exp(0.1 * k))
+    level, slope, std = f.fit()
+    assert level == pytest.approx(0.9) and slope == pytest.approx(0.1) and std < 1e-12
+    assert f.at(2, 0.0) == pytest.approx(math.exp(1.1))
+    assert LinkForecast(3).at(5, 1.0, default=7.0) == 7.0
+
+
+def test_steps_to_progress_matches_the_model_recursion() -> None:
+    pm = default_progress_model()
+    g = pm.gain("topk", 0.01, 200)
+    # Freeze the phase damping as the closed form does: a model copy without it.
+    lam, mu = pm.lam, pm.mu
+    state = ProgressState()
+    lag_star = lam * (1 / g - 1)
+    n_sim = 0
+    lag = 0.0
+    p = q = 0.0
+    while p < 50.0:
+        n_sim += 1
+        lag += min(1.0, mu * g) * (lag_star - lag)
+        q += pm.efficiency(g)
+        p = max(p, q - lag)
+    n = steps_to_progress(50.0, pm.efficiency(g), 0.0, lag_star, min(1.0, mu * g), 1e6)
+    assert n == pytest.approx(n_sim, abs=1.0)
+    assert state.progress == 0.0
+    assert steps_to_progress(10.0, 1.0, 0.0, 0.0, 1.0, 1e6) == pytest.approx(10.0)
+
+
+def test_mpc_compresses_when_the_link_slows_and_recovers_after() -> None:
+    fast = (1e-5, 1e11)
+    link = step_link(fast, BAD_BANDWIDTH, 60, 140)
+    d = densities(run_closed_loop(make_policy("mpc"), link, 220))
+    assert max(d[90:140]) < min(d[40:60])  # more compression on the slow link
+    assert d[-1] >= max(d[40:60])  # and back once it recovers
+
+
+def test_mpc_does_not_switch_for_less_than_its_margin() -> None:
+    link = step_link(BAD_BANDWIDTH, BAD_BANDWIDTH, 0, 0)
+    d = densities(run_closed_loop(make_policy("mpc", switch_margin=0.999), link, 60))
+    assert set(d) == {0.1}
