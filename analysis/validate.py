@@ -56,6 +56,7 @@ __all__ = [
     "fit_calibration",
     "validate",
     "plot_validation",
+    "real_side_kind",
     "mape",
     "mdape",
 ]
@@ -152,7 +153,7 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
 
 def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
                    *, trace_override: str | None = None, fidelity: str = "analytic",
-                   transport: str = "ideal") -> Any:
+                   transport: str = "ideal", transport_calibration: str | None = None) -> Any:
     """The :class:`~sim.runner.SimConfig` that simulates the real run described by ``meta``."""
     from sim.runner import SimConfig
 
@@ -185,6 +186,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         overhead_s=cal.overhead_s + (cal.agreement_s if _agreed_each_step(meta) else 0.0),
         fidelity=fidelity,
         transport=transport,
+        calibration=transport_calibration,
     )
 
 
@@ -227,7 +229,8 @@ def _adjusted_trace_file(spec: str, extra_latency_s: float, delay_s: float, hori
 
 
 def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
-                  *, fidelity: str = "analytic", transport: str = "ideal"
+                  *, fidelity: str = "analytic", transport: str = "ideal",
+                  transport_calibration: str | None = None
                   ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate the real run ``meta`` describes, with ``calibration`` applied and the trace
     clock aligned (delayed by the simulated iteration 0, as the real run's clock starts at
@@ -241,14 +244,15 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
         if cal.extra_latency_s and spec is not None:
             override = _adjusted_trace_file(spec, cal.extra_latency_s, 0.0, 0.0, Path(tmp))
         cfg = sim_config_for(meta, cal, trace_override=override, fidelity=fidelity,
-                             transport=transport)
+                             transport=transport, transport_calibration=transport_calibration)
         records, sim_meta = run_simulation(cfg)
         delay = float(records["iter_s"].iloc[0]) if len(records) else 0.0
         if spec is not None and delay > 0.0 and len(records) > 1:
             horizon = 4.0 * float(records["iter_s"].sum()) + 60.0
             override = _adjusted_trace_file(spec, cal.extra_latency_s, delay, horizon, Path(tmp))
             cfg = sim_config_for(meta, cal, trace_override=override, fidelity=fidelity,
-                                 transport=transport)
+                                 transport=transport,
+                                 transport_calibration=transport_calibration)
             records, sim_meta = run_simulation(cfg)
     return records, sim_meta
 
@@ -394,7 +398,8 @@ def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLi
 def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] | None = None,
              *, calibration: Calibration | None = None, skip: int = 3,
              plot: str | os.PathLike[str] | None = None, fidelity: str = "analytic",
-             transport: str = "ideal") -> tuple[ValidationResult, pd.DataFrame]:
+             transport: str = "ideal", transport_calibration: str | None = None
+             ) -> tuple[ValidationResult, pd.DataFrame]:
     """Compare a real run with a simulation of it (or with the simulated run ``sim_dir``).
 
     Returns the result and the simulated records used.
@@ -407,7 +412,8 @@ def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] |
     if sim_dir is not None:
         sim, _ = read_run(sim_dir)
     else:
-        sim, _ = simulate_like(meta, calibration, fidelity=fidelity, transport=transport)
+        sim, _ = simulate_like(meta, calibration, fidelity=fidelity, transport=transport,
+                               transport_calibration=transport_calibration)
     res = compare(real, sim, skip=skip)
     if plot is not None:
         cfg = meta.get("config", {})
@@ -415,3 +421,19 @@ def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] |
                         title=f"{cfg.get('workload')} {cfg.get('policy')} on {cfg.get('trace')}: "
                               f"MAPE iter {res.mape_iter:.1%}")
     return res, sim
+
+
+def real_side_kind(meta: dict[str, Any]) -> tuple[str, str]:
+    """``(kind, words)``: whether the real run's network was ``real`` transport, ``emulated``
+    (delay and bandwidth slept in the comm hook: this checks bookkeeping, not the network model)
+    or ``mixed`` (one of the two emulated), from its ``meta.json``."""
+    emu = meta.get("emulation") or {}
+    mode = str(emu.get("mode", (meta.get("config") or {}).get("emulation", "hook")))
+    delay, bw = str(emu.get("delay", mode)), str(emu.get("bandwidth", mode))
+    hooked = [what for what, how in (("delay", delay), ("bandwidth", bw)) if how == "hook"]
+    if len(hooked) == 2:
+        return "emulated", f"emulated ({mode}: delay and bandwidth slept in the comm hook)"
+    if hooked:
+        return "mixed", (f"partly emulated ({mode}: {hooked[0]} slept in the comm hook; "
+                         f"delay {delay}, bandwidth {bw})")
+    return "real", f"real transport ({mode}: delay {delay}, bandwidth {bw})"

@@ -58,9 +58,20 @@ def _run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         Path(args.save_calibration).write_text(cal.to_json())
-    res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot,
-                      fidelity=args.fidelity, transport=args.transport)
+    import tempfile
+
+    from .validate import real_side_kind
+
+    _, real_meta = read_run(args.real)
+    kind, words = real_side_kind(real_meta)
+    with tempfile.TemporaryDirectory(prefix="compctl-validate-cal-") as tmp:
+        tcal, tcal_words = _transport_calibration(args, real_meta, tmp)
+        res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot,
+                          fidelity=args.fidelity, transport=args.transport,
+                          transport_calibration=tcal)
     out: dict[str, Any] = res.as_dict()
+    out["comparison"] = {"real_side": kind, "description": words,
+                         "transport_calibration": tcal_words}
     if cal is not None:
         out["calibration"] = {"compute_scale": cal.compute_scale,
                               "extra_latency_s": cal.extra_latency_s,
@@ -71,6 +82,8 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
     else:
         lines = [
+            f"real side: {words}",
+            f"transport calibration: {tcal_words}",
             f"iterations compared: {res.n}",
             f"iteration time: real {res.real_mean_iter_s * 1e3:.3f} ms, "
             f"sim {res.sim_mean_iter_s * 1e3:.3f} ms, MAPE {res.mape_iter:.2%} "
@@ -121,5 +134,41 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="simulator fidelity of the prediction (analytic)")
     p.add_argument("--transport", default="ideal",
                    help="with --fidelity stepwise: ideal, nccl or gloo (ideal)")
+    p.add_argument("--transport-calibration", default=None, metavar="FILE",
+                   help="with --fidelity stepwise: transport calibration file "
+                   "(compctl calibrate --out)")
+    p.add_argument("--calibrate-transport", action="store_true",
+                   help="with --fidelity stepwise: measure this machine first (compctl calibrate "
+                   "--measure over the real run's rank count) and apply the fit")
     p.add_argument("--json", action="store_true", help="numbers as JSON on stdout")
     p.set_defaults(func=_run)
+
+
+def _transport_calibration(args: argparse.Namespace, meta: dict[str, Any], tmp: str
+                           ) -> tuple[str | None, str]:
+    """The transport calibration file to apply and how it was obtained."""
+    from sim.errors import InputError
+
+    if args.transport_calibration and args.calibrate_transport:
+        raise InputError("give either --transport-calibration or --calibrate-transport")
+    if (args.transport_calibration or args.calibrate_transport) and args.fidelity != "stepwise":
+        raise InputError("--transport-calibration and --calibrate-transport need "
+                         "--fidelity stepwise")
+    if args.transport_calibration:
+        return str(args.transport_calibration), f"file {args.transport_calibration}"
+    if not args.calibrate_transport:
+        return None, "none (bundled transport parameters)"
+    from pathlib import Path
+
+    from realrun.calibrate_cli import run_calibrate
+
+    ranks = max(2, int((meta.get("config") or {}).get("nproc", 2)))
+    out = str(Path(tmp) / "transport-calibration.json")
+    sys.stderr.write(f"compctl: measuring allreduce on this machine first (gloo loopback, "
+                     f"2..{ranks} ranks) to calibrate the {args.transport} transport\n")
+    run_calibrate(argparse.Namespace(
+        nccl_tests=[], ranks=None, csv=[], measure=True, max_ranks=ranks, max_bytes="1MiB",
+        iters=10, save_measurements=None, transport=args.transport, collective="ring",
+        link_gbps=None, link_latency_ms=0.0, host_copy_gbytes=None, fit_max_bytes=None,
+        fit_ranks=None, out=out, json=False))
+    return out, f"measured now (gloo loopback microbenchmark, 2..{ranks} ranks)"

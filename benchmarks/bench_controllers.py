@@ -17,6 +17,7 @@ Usage::
     python benchmarks/bench_controllers.py --quick    # fewer repetitions
     python benchmarks/bench_controllers.py --tta      # time-to-target table (benchmarks/tta_table.py)
     python benchmarks/bench_controllers.py --tta --held-out   # on fresh generated traces
+    python benchmarks/bench_controllers.py --tta --markdown tta.json   # tables of a saved run
 
 Timings use time.perf_counter (the controllers themselves never read a clock).
 """
@@ -136,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out", action="store_true",
                         help="--tta on fresh generated traces (seeds never tuned on)")
     parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
+    parser.add_argument("--markdown", metavar="JSON",
+                        help="--tta: print the Markdown tables of a saved --tta --json output")
     args = parser.parse_args(argv)
     if args.tta:
         return _tta(args)
@@ -175,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
 def _tta(args: argparse.Namespace) -> int:
     import tta_table as tt
 
+    if args.markdown:
+        with open(args.markdown) as fh:
+            sys.stdout.write(tt.format_markdown(tt.from_json(json.load(fh))))
+        return 0
     traces = dict(tt.HELD_OUT) if args.held_out else {t: tt.CLASSES[t] for t in tt.BUNDLED}
     workloads, workers = (("resnet50",), (8, 64)) if args.quick else (tt.WORKLOADS, tt.WORKERS)
     scs = tt.run_all(tt.scenarios(traces, workloads, workers), jobs=args.jobs)

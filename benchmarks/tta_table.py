@@ -173,8 +173,11 @@ def summarise(scs: list[Scenario]) -> dict[str, Any]:
         winners[cls] = min(
             names, key=lambda k: _geomean([s.policies[k] / s.policies["oracle"] for s in sub])
         )
+    fixed_vs_oracle = [s.best_fixed[1] / s.policies["oracle"] for s in scs]
     return {
         "scenarios": n,
+        "best_fixed_geomean_vs_oracle": _geomean(fixed_vs_oracle),
+        "best_fixed_worst_vs_oracle": max(fixed_vs_oracle),
         "oracle_fastest": oracle_best,
         "best_adaptive_within_5pct_of_oracle": within5,
         "best_adaptive_at_least_best_fixed": beats_fixed,
@@ -206,3 +209,49 @@ def format_table(scs: list[Scenario]) -> str:
             f"{fx / o:6.3f}@{d:<5g} {o:10.4g} {cells}  {ba} {bt / o:.3f}\n"
         )
     return "".join(lines)
+
+
+def from_json(data: dict[str, Any]) -> list[Scenario]:
+    """Scenarios back from the ``--json`` output."""
+    return [
+        Scenario(r["trace"], r["workload"], int(r["workers"]), r["class"],
+                 float(r["target_progress"]), {float(k): float(v) for k, v in r["fixed"].items()},
+                 {k: float(v) for k, v in r["policies"].items()})
+        for r in data["scenarios"]
+    ]
+
+
+def format_markdown(scs: list[Scenario]) -> str:
+    """Markdown: one row per scenario (times relative to the oracle), then the per-policy
+    summary and the winner per network class."""
+    names = [k for k in scs[0].policies if k != "oracle"]
+    out = ["| trace | workload | workers | oracle (s) | best fixed | "
+           + " | ".join(names) + " | best adaptive |\n",
+           "|---" * (6 + len(names)) + "|\n"]
+    for s in scs:
+        d, fx = s.best_fixed
+        o = s.policies["oracle"]
+        ba, bt = s.best_adaptive()
+        cells = " | ".join(f"{s.policies[k] / o:.3f}" for k in names)
+        out.append(f"| {s.trace} | {s.workload} | {s.workers} | {o:.4g} | {fx / o:.3f} @ {d:g} | "
+                   f"{cells} | {ba} {bt / o:.3f} |\n")
+    summ = summarise(scs)
+    out.append("\n| policy | geomean vs oracle | worst vs oracle | >= best fixed | "
+               "within 5% of oracle |\n|---|---|---|---|---|\n")
+    out.append(f"| best fixed density (hindsight) | {summ['best_fixed_geomean_vs_oracle']:.3f} | "
+               f"{summ['best_fixed_worst_vs_oracle']:.3f} | 100% | - |\n")
+    for name, v in summ["per_policy"].items():
+        out.append(f"| {name} | {v['geomean_vs_oracle']:.3f} | {v['worst_vs_oracle']:.3f} | "
+                   f"{v['share_at_least_best_fixed']:.0%} | "
+                   f"{v['share_within_5pct_of_oracle']:.0%} |\n")
+    out.append("\n| network class | winner (geomean vs oracle) |\n|---|---|\n")
+    for cls, name in summ["winner_per_class"].items():
+        out.append(f"| {cls} | {name} |\n")
+    n = summ["scenarios"]
+    out.append(
+        f"\nOracle fastest on {summ['oracle_fastest']} of {n}; best adaptive within 5% of the "
+        f"oracle on {summ['best_adaptive_within_5pct_of_oracle']} of {n}; best adaptive at "
+        f"least as fast as the best fixed density on {summ['best_adaptive_at_least_best_fixed']}"
+        f" of {n}.\n"
+    )
+    return "".join(out)

@@ -1,8 +1,11 @@
-"""SIGTERM and SIGHUP take the path Ctrl-C takes.
+"""SIGINT, SIGTERM and SIGHUP take one clean path through a real-run launcher.
 
-Inside :func:`stop_signals` both raise :class:`Interrupted` (a :class:`KeyboardInterrupt`) in the
-main thread, so every ``finally`` and context manager of a launcher runs: ranks stopped,
-namespaces and qdiscs removed, temp folders deleted, the run marked ``interrupted``.
+Inside :func:`stop_signals` each raises :class:`sim.signals.Interrupted` (a
+:class:`KeyboardInterrupt` that remembers its signal) in the main thread, so every ``finally``
+and context manager of the launcher runs: ranks stopped, namespaces and qdiscs removed, temp
+folders deleted, the run marked ``interrupted``. Unlike :func:`sim.signals.interrupt_on_signals`
+it also takes Ctrl-C, and only the first signal raises: a second one, of any of the three,
+cannot cut the clean-up short.
 """
 
 from __future__ import annotations
@@ -14,18 +17,12 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+from sim.signals import Interrupted
+
 __all__ = ["Interrupted", "stop_signals", "STOP_SIGNALS"]
 
 #: Signals handled like SIGINT.
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP)
-
-
-class Interrupted(KeyboardInterrupt):
-    """A stop signal arrived; ``signum`` says which (SIGINT for Ctrl-C)."""
-
-    def __init__(self, signum: int = int(signal.SIGINT)) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = int(signum)
 
 
 class _Once:

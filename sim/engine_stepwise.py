@@ -274,10 +274,11 @@ class StepwiseIterationModel:
             )
 
         for w in shown:
-            a = self.forward_s * f[w] + pause[w]
+            fwd = self.forward_s * f[w]
+            a = fwd + pause[w]
+            span("forward", f"worker {w}", 0.0, fwd)
             if pause[w] > 0:
-                span("pause", f"worker {w}", 0.0, pause[w])
-            span("forward", f"worker {w}", pause[w], a)
+                span("pause", f"worker {w}", fwd, a)
             span("backward", f"worker {w}", a, a + self.backward_s * f[w], factor=float(f[w]))
         a_all = self.forward_s * f + pause
         b_all = self.backward_s * f
@@ -396,6 +397,9 @@ def write_events(path: str, events: list[dict[str, Any]]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, fh)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; an output file gets the usual mode
         os.replace(tmp, dest)
     except BaseException:
         os.unlink(tmp)

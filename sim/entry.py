@@ -26,6 +26,7 @@ CLI_MODULES = (
     "sim.compress.cli",
     "realrun.cli",
     "realrun.capture_cli",
+    "realrun.calibrate_cli",
     "analysis.cli",
 )
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sim.errors import InputError
+from sim.resource_bounds import check_sim_bounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -257,6 +258,12 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
+        check_sim_bounds(
+            workers=self.workers,
+            iterations=self.iterations,
+            straggler_sigma=self.straggler_sigma,
+            worker_speed_sigma=self.worker_speed_sigma,
+        )
 
     # --------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from .types import Controller
 __all__ = [
     "PolicyInfo",
     "register_policy",
+    "unregister_policy",
     "make_policy",
     "policy_names",
     "policy_info",
@@ -65,6 +66,11 @@ def register_policy(
         return cls
 
     return wrap
+
+
+def unregister_policy(name: str) -> None:
+    """Remove ``name`` from the registry (tests and plugins that register temporarily)."""
+    _REGISTRY.pop(name, None)
 
 
 def _load_builtin() -> None:

@@ -203,3 +203,17 @@ def test_exchange_swaps_two_folders_on_linux(tmp_path: Path) -> None:
     if not atomic_files._exchange(str(a), str(b)):
         pytest.skip("renameat2(RENAME_EXCHANGE) is not available here; the fallback is tested")
     assert (a / "x").read_text() == "b" and (b / "x").read_text() == "a"
+
+
+def test_real_force_on_current_folder_exits_2_before_any_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compctl real`` shares the writer: the same refusal, before anything is launched."""
+    monkeypatch.chdir(tmp_path)
+    before = _user_files(tmp_path)
+    argv = ["real", "--workload", "digits-mlp", "--nproc", "2", "--steps", "2",
+            "--trace", "const:lat_ms=1", "--out", ".", "--force"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "current folder" in err[0]
+    assert tree_snapshot(tmp_path) == before

@@ -1,9 +1,9 @@
 """Inputs that ask for unbounded memory end with exit 2 and one line, fast, under a 2 GiB cap.
 
-The cases that used to take gigabytes run ``compctl`` in a child limited to 2 GiB of address
-space (:mod:`capped`), so a regression fails with a MemoryError or a kill instead of taking the
-machine; the CPU time of the child (not wall time: the test machine may be busy) must stay under
-5 s. Malformed inputs that never needed much memory run in-process (a child costs seconds here).
+The cases that used to take gigabytes run ``compctl`` in one child limited to 2 GiB of address
+space (:mod:`capped`), each in turn, so a regression fails with a MemoryError or a kill instead of
+taking the machine; the CPU time of each case (not wall time: the test machine may be busy) must
+stay under 5 s. Malformed inputs that never needed much memory run in-process.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format as npy_format
 import pytest
-from capped import CPU_LIMIT_S, run_capped
+from capped import CPU_LIMIT_S, Capped, run_capped, run_capped_batch
+from conftest import SIM_ARGS
 
 from sim.cluster import StragglerModel
 from sim.convergence.model import PARAMS_DIR
@@ -25,8 +26,7 @@ from sim.resource_bounds import DRAW_BUFFER_MAX_BYTES, straggler_chunk_rows
 from traces.input_limits import MAX_TRACE_ROWS
 
 
-def _assert_refused(args: list[str], *words: str, cwd: Path | None = None) -> str:
-    res = run_capped(args, cwd=cwd)
+def _check_refused(res: Capped, *words: str) -> str:
     assert res.rc == 2, f"exit {res.rc}:\n{res.stderr[-2000:]}"
     line = res.one_error_line()
     assert line.startswith("compctl: error:"), line
@@ -45,13 +45,14 @@ def _refused_here(args: list[str], capsys: pytest.CaptureFixture[str], *words: s
     return lines[0]
 
 
-def test_ten_million_straggling_workers_are_refused(sim_args: list[str]) -> None:
-    args = [*sim_args, "--workers", "10000000", "--straggler-sigma", "0.1"]
-    _assert_refused(args, "workers", "GiB", "limit")
+def test_ten_million_straggling_workers_are_refused(capped_results: dict[str, Capped]) -> None:
+    _check_refused(capped_results["workers"], "workers", "1,000,000")
 
 
-def test_iterations_beyond_the_memory_budget_are_refused(sim_args: list[str]) -> None:
-    _assert_refused([*sim_args, "--iterations", "1000000000"], "GiB")
+def test_iterations_beyond_the_memory_budget_are_refused(
+    capped_results: dict[str, Capped],
+) -> None:
+    _check_refused(capped_results["iterations"], "GiB")
 
 
 def test_straggler_draws_stay_in_a_bounded_buffer() -> None:
@@ -83,19 +84,57 @@ def _predict(trace: Path) -> list[str]:
             "--schedule", "0.01", "--steps", "10"]
 
 
-def test_npz_declaring_three_gib_is_refused_before_inflating(tmp_path: Path) -> None:
-    # 3 GiB of float64 zeros declared; 64 MiB of them present (a zip bomb cut short to keep the
-    # test quick: numpy allocated the declared size before reading any of it).
-    n = 3 * 2**30 // 8
-    zeros = bytes(64 << 20)
-    bomb = _npz(tmp_path / "bomb.npz", {"kept_sq.npy": _npy_header((n,)) + zeros})
+@pytest.fixture(scope="module")
+def capped_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Capped]:
+    """Every input that used to take gigabytes, run once in one child under the 2 GiB cap."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tmp = tmp_path_factory.mktemp("capped")
+    # 3 GiB of float64 zeros declared, 64 MiB present (a zip bomb cut short to keep the test
+    # quick: numpy allocated the declared size before reading any of it).
+    bomb = _npz(tmp / "bomb.npz", {"kept_sq.npy": _npy_header((3 * 2**30 // 8,)) + bytes(64 << 20)})
     assert bomb.stat().st_size < 1 << 20
-    _assert_refused(_predict(bomb), "limit", "MiB")
+    huge = _npz(tmp / "huge.npz", {"steps.npy": _npy_header((10**12,)) + bytes(64)})
+    rows_csv = tmp / "rows.csv"
+    with rows_csv.open("w") as fh:
+        fh.write("time_s,latency_s,bandwidth_Bps\n")
+        fh.write("".join(f"{i},0.001,1e9\n" for i in range(MAX_TRACE_ROWS + 1)))
+    sparse_csv = tmp / "sparse.csv"
+    with sparse_csv.open("wb") as fh:  # 3 GiB on paper, nothing on disk
+        fh.truncate(3 << 30)
+    n = MAX_TRACE_ROWS + 1
+    rows_pq = tmp / "rows.parquet"
+    pq.write_table(
+        pa.table({"time_s": np.arange(n, dtype=np.float64), "latency_s": np.full(n, 1e-3),
+                  "bandwidth_Bps": np.full(n, 1e9)}),
+        rows_pq,
+    )
+    sim = list(SIM_ARGS)
+    return run_capped_batch(
+        {
+            "workers": [*sim, "--workers", "10000000", "--straggler-sigma", "0.1"],
+            "iterations": [*sim, "--iterations", "1000000000"],
+            "npz_3gib": _predict(bomb),
+            "npz_1e12": _predict(huge),
+            "csv_rows": ["trace", "show", str(rows_csv)],
+            "csv_bytes": ["trace", "show", str(sparse_csv)],
+            "parquet_rows": ["trace", "show", str(rows_pq)],
+            "gen_walk": ["trace", "show", "walk:duration_s=9999999,dt_s=1"],
+            "gen_spikes": ["trace", "show", "spikes:duration_s=1e7,spike_rate_per_s=1"],
+            "gen_markov": ["trace", "show", "markov:duration_s=1e9,good_mean_s=0.001,bad_mean_s=0.001"],
+        }
+    )
 
 
-def test_npz_header_declaring_1e12_floats_is_refused(tmp_path: Path) -> None:
-    bomb = _npz(tmp_path / "huge.npz", {"steps.npy": _npy_header((10**12,)) + bytes(64)})
-    _assert_refused(_predict(bomb), "limit")
+def test_npz_declaring_three_gib_is_refused_before_inflating(
+    capped_results: dict[str, Capped],
+) -> None:
+    _check_refused(capped_results["npz_3gib"], "limit", "MiB")
+
+
+def test_npz_header_declaring_1e12_floats_is_refused(capped_results: dict[str, Capped]) -> None:
+    _check_refused(capped_results["npz_1e12"], "limit")
 
 
 @pytest.mark.parametrize(
@@ -132,20 +171,12 @@ def test_renamed_npy_and_truncated_npz_are_one_line(
     _refused_here(_predict(member), capsys, "not a .npy")
 
 
-def test_trace_csv_over_the_row_limit_is_refused(tmp_path: Path) -> None:
-    rows = MAX_TRACE_ROWS + 1
-    big = tmp_path / "rows.csv"
-    with big.open("w") as fh:
-        fh.write("time_s,latency_s,bandwidth_Bps\n")
-        fh.write("".join(f"{i},0.001,1e9\n" for i in range(rows)))
-    _assert_refused(["trace", "show", str(big)], "rows", "limit")
+def test_trace_csv_over_the_row_limit_is_refused(capped_results: dict[str, Capped]) -> None:
+    _check_refused(capped_results["csv_rows"], "rows", "limit")
 
 
-def test_trace_csv_over_the_byte_limit_is_refused(tmp_path: Path) -> None:
-    big = tmp_path / "huge.csv"
-    with big.open("wb") as fh:  # sparse: 3 GiB on paper, nothing on disk
-        fh.truncate(3 << 30)
-    _assert_refused(["trace", "show", str(big)], "larger than the limit")
+def test_trace_csv_over_the_byte_limit_is_refused(capped_results: dict[str, Capped]) -> None:
+    _check_refused(capped_results["csv_bytes"], "larger than the limit")
 
 
 def test_trace_csv_memory_is_a_small_multiple_of_its_size(tmp_path: Path) -> None:
@@ -162,21 +193,8 @@ def test_trace_csv_memory_is_a_small_multiple_of_its_size(tmp_path: Path) -> Non
     assert per_row < 400, f"{per_row:.0f} bytes a row ({path.stat().st_size / rows:.0f} in the file)"
 
 
-def test_parquet_trace_over_the_row_limit_is_refused(tmp_path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    n = MAX_TRACE_ROWS + 1
-    table = pa.table(
-        {
-            "time_s": np.arange(n, dtype=np.float64),
-            "latency_s": np.full(n, 1e-3),
-            "bandwidth_Bps": np.full(n, 1e9),
-        }
-    )
-    path = tmp_path / "rows.parquet"
-    pq.write_table(table, path)
-    _assert_refused(["trace", "show", str(path)], "rows", "limit")
+def test_parquet_trace_over_the_row_limit_is_refused(capped_results: dict[str, Capped]) -> None:
+    _check_refused(capped_results["parquet_rows"], "rows", "limit")
 
 
 def test_report_refuses_a_run_id_that_is_a_path(
@@ -209,16 +227,11 @@ def test_sparse_npz_header_length_is_checked(
     _refused_here(_predict(bad), capsys, "hdr.npz")
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [
-        "walk:duration_s=9999999,dt_s=1",
-        "spikes:duration_s=1e7,spike_rate_per_s=1",
-        "markov:duration_s=1e9,good_mean_s=0.001,bad_mean_s=0.001",
-    ],
-)
-def test_generated_traces_over_the_row_limit_are_refused(spec: str) -> None:
-    _assert_refused(["trace", "show", spec], "samples", "limit")
+@pytest.mark.parametrize("name", ["gen_walk", "gen_spikes", "gen_markov"])
+def test_generated_traces_over_the_row_limit_are_refused(
+    capped_results: dict[str, Capped], name: str
+) -> None:
+    _check_refused(capped_results[name], "samples", "limit")
 
 
 def test_infinite_sample_ratio_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from sim.collectives import IntraNodeLink
 from sim.collectives import closed_form as cm
 from sim.compress.spec import get_spec
-from sim.control.registry import register_policy
+from sim.control.registry import policy_names, register_policy, unregister_policy
 from sim.control.types import COLLECTIVES, Decision, Observation
 from sim.errors import InputError
 from sim.runner import SimConfig, run_simulation
@@ -236,7 +237,9 @@ _SEEN: list[Observation] = []
 _ORACLE: list[tuple[float, float]] = []
 
 
-@register_policy("test-sim-recorder", "test only: records observations, alternates density")
+_RECORDER = "test-sim-recorder"
+
+
 class _Recorder:
     def __init__(self) -> None:
         self._ctx: Any = None
@@ -260,12 +263,23 @@ class _Recorder:
         self._now = start_s
 
 
-def test_observations_and_oracle(tmp_path: Path) -> None:
+@pytest.fixture
+def recorder_policy() -> Iterator[str]:
+    """Registers the recorder for one test only, so it never leaks into registry-wide tests."""
+    register_policy(_RECORDER, "test only: records observations, alternates density")(_Recorder)
+    try:
+        yield _RECORDER
+    finally:
+        unregister_policy(_RECORDER)
+    assert _RECORDER not in policy_names()
+
+
+def test_observations_and_oracle(tmp_path: Path, recorder_policy: str) -> None:
     cfg = SimConfig(
         workload="resnet50",
         workers=16,
         trace="seed003-steps",
-        policy="test-sim-recorder",
+        policy=recorder_policy,
         iterations=6,
         monitor="on",
     )

@@ -202,3 +202,49 @@ def test_events_timeline_is_chrome_trace_json(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         run_simulation(_cfg(), events=str(tmp_path / "no.json"))
     assert not (tmp_path / "no.json").exists()
+
+
+def test_topology_worker_speeds_and_pauses_slow_the_iteration(tmp_path: Path) -> None:
+    base = "[cluster]\nnodes = 4\n" + NIC
+    plain = _write(tmp_path, base)
+    (tmp_path / "slow.toml").write_text(
+        base + "[workers]\nspeed = [1.0, 1.0, 1.0, 2.0]\npause_probability = 0.5\npause_s = 0.05\n"
+    )
+    kw = dict(fidelity="stepwise", workers=4, trace="const:lat_ms=1,bw_gbps=10")
+    fast, _ = run_simulation(_cfg(topology=plain, **kw))
+    slow, _ = run_simulation(_cfg(topology=str(tmp_path / "slow.toml"), **kw))
+    assert (fast["straggler_wait_s"] == 0).all()
+    assert (slow["straggler_wait_s"] > 0).all()
+    assert (slow["compute_s"] > 1.9 * fast["compute_s"] - 1e-12).all()
+    assert slow["iter_s"].mean() > fast["iter_s"].mean()
+
+
+def test_cost_cli_prints_both_fidelities(capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.entry import main
+
+    argv = [
+        "cost",
+        "--collective",
+        "ring",
+        "--workers",
+        "32",
+        "--bytes",
+        "256MiB",
+        "--latency-ms",
+        "1",
+        "--bandwidth-gbps",
+        "5",
+    ]
+    assert main([*argv, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert "stepwise_time_s" not in plain
+    assert main([*argv, "--fidelity", "stepwise", "--transport", "ideal", "--json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["time_s"] == plain["time_s"]
+    assert both["stepwise_time_s"] == pytest.approx(plain["time_s"], rel=1e-9)
+    assert main([*argv, "--fidelity", "stepwise", "--transport", "nccl"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert len(text) == 2 and "stepwise (nccl transport" in text[1]
+    assert main([*argv, "--transport", "nccl"]) == 2
+    assert main([*argv, "--fidelity", "stepwise", "--transport", "tcp"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2

@@ -14,6 +14,11 @@ Every ``window_steps`` steps the controller
    choice under the forecast's spread), and applies the best one (its collective chosen on the
    current estimate) unless it beats the density in force by less than ``switch_margin``.
 
+Predicted communication times are corrected per collective by the measured-over-predicted ratio of
+the decisions run over it (an EWMA of its log), and the collective applied with a density is the
+one with the least corrected time: the monitor's estimates can confuse latency with bytes when the
+latency moves fast, and the correction stops a wrong split from choosing the collective.
+
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
 since the last plan.
 
@@ -28,17 +33,24 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Any
 
 from sim.compress.spec import get_spec
 
 from ..decision_builder import AUTO, parse_densities
 from ..progress import ProgressState
 from ..registry import register_policy
-from ..selector import DEFAULT_ALLOWED, cheapest_collective
-from ..types import Observation
+from ..selector import DEFAULT_ALLOWED, collective_cost_terms
+from ..types import Decision, Observation
 from .density_base import DensityPolicy, iteration_time_s
 
 __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
+
+#: Corrections start after the monitor's first estimates settle, and stay within a factor 16.
+_SETTLE_STEPS = 3
+_MAX_LOG_CORR = math.log(16.0)
+#: A plan that puts a collective never measured yet is re-checked after this many steps.
+_PROBE_STEPS = 2
 
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 
@@ -73,6 +85,14 @@ class LinkForecast:
         res = [x - (my + slope * (i - mx)) for i, x in enumerate(xs)]
         std = math.sqrt(sum(r * r for r in res) / (n - 2))
         return level, slope, std
+
+    def median(self, default: float = 0.0) -> float:
+        """Median of the window (``default`` before any observation)."""
+        if not self._xs:
+            return default
+        xs = sorted(self._xs)
+        m = len(xs) // 2
+        return math.exp(xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m]))
 
     def at(self, steps_ahead: float, z: float, default: float = 0.0) -> float:
         """Forecast ``steps_ahead`` observations ahead, ``z`` spreads away from the trend
@@ -153,6 +173,8 @@ class MpcPolicy(DensityPolicy):
             raise ValueError(f"replan_change must be > 0, got {replan_change!r}")
         self.replan_change = float(replan_change)
         self.compressor = compressor
+        self._auto_collective = collective == AUTO
+        self._terms: dict[tuple[str, int, int, float, str], Any] = {}
         self._candidates = {
             comp: tuple(c for c in DEFAULT_ALLOWED if get_spec(comp).supports(c))
             if collective == AUTO else (collective,)
@@ -174,6 +196,8 @@ class MpcPolicy(DensityPolicy):
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
         self._compress_s = 0.0
+        self._corr: dict[str, float] = {}
+        self._collective: str | None = None
         self._hidden_s: dict[bool, float | None] = {True: None, False: None}
         self._gain_ratio = 1.0
 
@@ -194,6 +218,19 @@ class MpcPolicy(DensityPolicy):
                 self._gain_ratio = min(4.0, max(0.25, gain / model_gain))
                 if obs.compress_s is not None:
                     self._compress_s = obs.compress_s
+        if (
+            d is not None and obs.comm_s is not None and obs.comm_s > 0.0
+            and obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0
+        ):
+            # Measured over predicted communication per collective (EWMA of the log): absorbs
+            # per-bucket latencies and the monitor's bias where latency and bytes are confused.
+            pred = self._comm_terms(d.collective, obs, d.density, d.compressor).time_s(
+                obs.latency_s or 0.0, obs.bandwidth_Bps
+            )
+            if pred > 0.0 and obs.step > _SETTLE_STEPS:
+                r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(obs.comm_s / pred)))
+                old = self._corr.get(d.collective)
+                self._corr[d.collective] = r if old is None else old + 0.3 * (r - old)
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
         if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
@@ -212,11 +249,31 @@ class MpcPolicy(DensityPolicy):
 
     # ------------------------------------------------------------------ prediction
 
-    def _iteration_s(self, obs: Observation, density: float, lat: float, bw: float) -> float:
+    def _comm_terms(self, collective: str, obs: Observation, density: float, comp: str) -> Any:
+        key = (collective, obs.world_size, obs.grad_bytes, density, comp)
+        terms = self._terms.get(key)
+        if terms is None:
+            terms = collective_cost_terms(
+                collective, obs.world_size, float(obs.grad_bytes), density, comp
+            )
+            self._terms[key] = terms
+        return terms
+
+    def _comm_s(
+        self, obs: Observation, density: float, lat: float, bw: float
+    ) -> tuple[str, float]:
+        """Cheapest collective for ``density`` and its corrected predicted time."""
         comp = "none" if density >= 1.0 else self.compressor
-        comm = cheapest_collective(
-            self._candidates[comp], lat, bw, obs.world_size, float(obs.grad_bytes), density, comp
-        )[1]
+        best, best_s = "", math.inf
+        for coll in self._candidates[comp]:
+            t = self._comm_terms(coll, obs, density, comp).time_s(lat, bw)
+            t *= math.exp(self._corr.get(coll, 0.0))
+            if t < best_s:
+                best, best_s = coll, t
+        return best, best_s
+
+    def _iteration_s(self, obs: Observation, density: float, lat: float, bw: float) -> float:
+        comm = self._comm_s(obs, density, lat, bw)[1]
         compute = obs.compute_s or 0.0
         compress = self._compress_s if density < 1.0 else 0.0
         dense = density >= 1.0
@@ -237,12 +294,17 @@ class MpcPolicy(DensityPolicy):
             delta, pm.efficiency(g), self._state.lag, lag_star, rate, 50.0 * delta + 1000.0
         )
         times = []
-        # The trend is extrapolated to the next re-plan only; beyond it the level holds.
+        # The trend is extrapolated to the next re-plan only; beyond it the level holds. A
+        # fourth scenario has the link back at the window's median (a spike passing).
         ahead = min(n / 2.0, float(self.window_steps))
         for z in (-self.spread, 0.0, self.spread):
             lat = self._lat.at(ahead, -z)
             bw = self._bw.at(ahead, z)
             times.append(n * self._iteration_s(obs, density, lat, bw))
+        if len(self._bw):
+            times.append(n * self._iteration_s(
+                obs, density, self._lat.median(), self._bw.median()
+            ))
         mean = sum(times) / len(times)
         return mean + self.risk * (max(times) - min(times)) / 2.0
 
@@ -254,9 +316,28 @@ class MpcPolicy(DensityPolicy):
         scores = {d: self._score(obs, d, delta) for d in self.grid}
         best = min(self.grid, key=lambda d: (scores[d], -d))
         current = min(self.grid, key=lambda d: abs(math.log(d / self.density)))
-        if scores[best] < scores[current] * (1.0 - self.switch_margin):
-            return best
-        return self.density
+        chosen = best if scores[best] < scores[current] * (1.0 - self.switch_margin) else (
+            self.density
+        )
+        if obs.bandwidth_Bps is not None and self._auto_collective:
+            self._collective = self._comm_s(
+                obs, chosen, obs.latency_s or 0.0, obs.bandwidth_Bps
+            )[0]
+            if self._collective not in self._corr:
+                # A probe: its prediction is uncorrected, so check it again soon.
+                self._since_plan = self.window_steps - _PROBE_STEPS
+        return chosen
+
+    def decide(self, obs: Observation) -> Decision:
+        """The planned density over the collective chosen with it (corrected predictions)."""
+        decision = super().decide(obs)
+        if self._collective is None or decision.density != self.density:
+            return decision
+        comp = "none" if self.density >= 1.0 else self.compressor
+        if self._collective not in self._candidates[comp]:
+            return decision
+        self._last = Decision(comp, self.density if comp != "none" else 1.0, self._collective)
+        return self._last
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         self._track(obs)

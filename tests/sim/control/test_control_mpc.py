@@ -55,3 +55,23 @@ def test_mpc_does_not_switch_for_less_than_its_margin() -> None:
     link = step_link(BAD_BANDWIDTH, BAD_BANDWIDTH, 0, 0)
     d = densities(run_closed_loop(make_policy("mpc", switch_margin=0.999), link, 60))
     assert set(d) == {0.1}
+
+
+def test_mpc_learns_a_collective_slower_than_predicted_and_avoids_it() -> None:
+    from sim.control import Observation
+    from sim.control.selector import collective_time_s
+
+    lat, bw, world, grad = 10e-3, 1.25e9, 64, 100_000_000
+    p = make_policy("mpc", initial_density=0.01, switch_margin=0.999, window_steps=1)
+    obs = Observation(step=0, world_size=world, grad_bytes=grad)
+    colls = []
+    for k in range(12):
+        d = p.decide(obs)
+        colls.append(d.collective)
+        pred = collective_time_s(d.collective, lat, bw, world, grad, d.density, d.compressor)
+        # Whatever the monitor says, this collective is 10x slower than predicted.
+        slow = 10.0 if d.collective == colls[0] and k > 0 else 1.0
+        obs = Observation(step=k + 1, world_size=world, grad_bytes=grad, comm_s=pred * slow,
+                          compress_s=0.0, compute_s=0.2, latency_s=lat, bandwidth_Bps=bw,
+                          decision=d, extra={"iteration_s": 0.2 + pred * slow})
+    assert colls[-1] != colls[0]

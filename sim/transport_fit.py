@@ -1,0 +1,286 @@
+"""Fitting a transport's parameters to measured allreduce times (``compctl calibrate``).
+
+Measurements are ``(ranks, bytes, seconds)`` points: one allreduce of ``bytes`` per rank over
+``ranks`` ranks took ``seconds``. They come from a CSV (header ``ranks,bytes,seconds``), from
+nccl-tests' ``all_reduce_perf`` text output (out-of-place time), or from the gloo
+microbenchmark in :mod:`realrun.allreduce_bench`.
+
+The model is the simulator's own: every point is predicted by running the collective's schedule
+at the stepwise level (:class:`sim.stepwise_net.StepwiseNetwork`) on the flat cluster under a
+candidate transport, so a fitted file means exactly what the simulator will do with it. Three
+parameters are fitted by :func:`scipy.optimize.least_squares` on relative residuals: the
+once-per-collective ``base_latency_s``, the per-step ``hop_latency_s`` and the bandwidth a
+transfer reaches. The bandwidth becomes ``bandwidth_efficiency`` relative to the link bandwidth
+the user will simulate with (or, without one, the fitted bandwidth is the link's and the
+efficiency is 1). The other parameters (chunking, slots, host copy, window) are held at the base
+transport's values. With a single rank count the base and per-hop latencies cannot be told
+apart (every point has the same number of steps): the base latency is then held at 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from sim.errors import InputError
+
+from .transports import CALIBRATION_SCHEMA, Transport
+
+__all__ = [
+    "Measurement",
+    "FitResult",
+    "read_csv",
+    "read_nccl_tests",
+    "write_csv",
+    "predict_s",
+    "fit_transport",
+    "calibration_document",
+    "dump_document",
+]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured allreduce: ``size_bytes`` per rank over ``ranks`` ranks took ``time_s``."""
+
+    ranks: int
+    size_bytes: float
+    time_s: float
+
+    def check(self, where: str) -> None:
+        """Raise :class:`InputError` (naming ``where``) unless the point is usable."""
+        if self.ranks < 2:
+            raise InputError(f"{where}: ranks must be >= 2, got {self.ranks}")
+        if not math.isfinite(self.size_bytes) or self.size_bytes <= 0:
+            raise InputError(f"{where}: bytes must be > 0, got {self.size_bytes}")
+        if not math.isfinite(self.time_s) or self.time_s <= 0:
+            raise InputError(f"{where}: seconds must be > 0, got {self.time_s}")
+
+
+def _text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise InputError(f"measurements {path}: {reason}") from None
+
+
+def read_csv(path: str) -> list[Measurement]:
+    """Points of a CSV with the header ``ranks,bytes,seconds`` (any column order)."""
+    rows = list(csv.reader(_text(path).splitlines()))
+    rows = [r for r in rows if r and any(c.strip() for c in r)]
+    if not rows:
+        raise InputError(f"measurements {path}: empty file")
+    head = [c.strip().lower() for c in rows[0]]
+    need = ("ranks", "bytes", "seconds")
+    missing = [k for k in need if k not in head]
+    if missing:
+        raise InputError(f"measurements {path}: header must name ranks, bytes, seconds; "
+                         f"missing {missing[0]!r}")
+    col = {k: head.index(k) for k in need}
+    out = []
+    for i, row in enumerate(rows[1:], start=2):
+        where = f"measurements {path} line {i}"
+        try:
+            m = Measurement(int(row[col["ranks"]]), float(row[col["bytes"]]),
+                            float(row[col["seconds"]]))
+        except (ValueError, IndexError):
+            raise InputError(f"{where}: expected integer ranks and numeric bytes, seconds") from None
+        m.check(where)
+        out.append(m)
+    if not out:
+        raise InputError(f"measurements {path}: no data rows")
+    return out
+
+
+_RANK_LINE = re.compile(r"^#\s+Rank\s+\d+\s")
+
+
+def read_nccl_tests(path: str, ranks: int | None = None) -> list[Measurement]:
+    """Points of nccl-tests' ``all_reduce_perf`` output: the out-of-place time of every size.
+
+    The rank count is the number of ``#  Rank N ...`` lines unless ``ranks`` is given.
+    """
+    text = _text(path)
+    lines = text.splitlines()
+    n = ranks if ranks is not None else sum(1 for ln in lines if _RANK_LINE.match(ln))
+    if n < 2:
+        raise InputError(f"measurements {path}: no rank count (no '#  Rank' lines; "
+                         "give --ranks) or fewer than 2 ranks")
+    out = []
+    for i, ln in enumerate(lines, start=1):
+        tok = ln.split()
+        if not tok or ln.lstrip().startswith("#") or not tok[0].isdigit():
+            continue
+        # size count type redop [root] | time algbw busbw #wrong | time algbw busbw #wrong
+        if len(tok) < 12:
+            raise InputError(f"measurements {path} line {i}: not an all_reduce_perf data row")
+        try:
+            m = Measurement(n, float(tok[0]), float(tok[-8]) / 1e6)
+        except ValueError:
+            raise InputError(
+                f"measurements {path} line {i}: not an all_reduce_perf data row") from None
+        if m.size_bytes == 0:
+            continue
+        m.check(f"measurements {path} line {i}")
+        out.append(m)
+    if not out:
+        raise InputError(f"measurements {path}: no all_reduce_perf data rows")
+    return out
+
+
+def write_csv(path: str, points: list[Measurement]) -> None:
+    """Write ``points`` as a CSV :func:`read_csv` reads back (atomically)."""
+    from .atomic_files import atomic_write_bytes
+
+    lines = ["ranks,bytes,seconds"]
+    lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r}" for m in points]
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
+
+
+def predict_s(
+    tp: Transport,
+    ranks: int,
+    size_bytes: float,
+    *,
+    latency_s: float,
+    bandwidth_Bps: float,
+    collective: str = "ring",
+) -> float:
+    """The simulator's time for one ``collective`` of ``size_bytes`` per rank over ``ranks``
+    ranks on the flat cluster of constant links (``latency_s``, ``bandwidth_Bps``) under ``tp``."""
+    from sim.collectives import schedule_for
+    from sim.compress.spec import Payload
+    from traces.model import PiecewiseTrace, TraceSet
+
+    from .stepwise_net import StepwiseNetwork
+    from .topology import flat_topology
+
+    link = TraceSet.single(PiecewiseTrace.constant(latency_s, bandwidth_Bps))
+    net = StepwiseNetwork(flat_topology(ranks, link), tp)
+    cs = net.compile(schedule_for(collective, ranks, Payload(size_bytes)))
+    return float(net.run(cs, 0.0))
+
+
+@dataclass
+class FitResult:
+    """A fitted transport with its residuals."""
+
+    transport: Transport
+    link_bandwidth_Bps: float
+    link_latency_s: float
+    fitted_bandwidth_Bps: float
+    base_held: bool
+    points: list[dict[str, Any]]
+
+    def summary(self) -> dict[str, Any]:
+        """Fit quality over the fitted and the held-out points."""
+        out: dict[str, Any] = {}
+        for key, sel in (("fit", False), ("held_out", True)):
+            rel = [abs(p["rel_error"]) for p in self.points if p["held_out"] == sel]
+            if rel:
+                out[key] = {"points": len(rel),
+                            "rms_rel_error": math.sqrt(sum(r * r for r in rel) / len(rel)),
+                            "mean_abs_rel_error": sum(rel) / len(rel),
+                            "max_abs_rel_error": max(rel)}
+        return out
+
+
+def fit_transport(
+    points: list[Measurement],
+    base: Transport,
+    *,
+    link_latency_s: float = 0.0,
+    link_bandwidth_Bps: float | None = None,
+    collective: str = "ring",
+    fit_max_bytes: float | None = None,
+    fit_ranks: set[int] | None = None,
+) -> FitResult:
+    """Fit ``base``'s latencies and bandwidth efficiency to ``points`` (module docstring).
+
+    Points above ``fit_max_bytes`` or with a rank count outside ``fit_ranks`` are held out:
+    not fitted on, but predicted and reported (``held_out``).
+    """
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    if not points:
+        raise InputError("no measurements to fit")
+
+    def held(m: Measurement) -> bool:
+        return (fit_max_bytes is not None and m.size_bytes > fit_max_bytes) or (
+            fit_ranks is not None and m.ranks not in fit_ranks)
+
+    train = [m for m in points if not held(m)]
+    if len(train) < 2:
+        raise InputError(f"only {len(train)} measurement(s) left to fit on; need at least 2")
+    base_held = len({m.ranks for m in train}) < 2
+    unit = replace(base, bandwidth_efficiency=1.0)
+
+    def transport_for(x: np.ndarray) -> tuple[Transport, float]:
+        b_s = 0.0 if base_held else float(x[2]) * 1e-6
+        return replace(unit, base_latency_s=b_s, hop_latency_s=float(x[1]) * 1e-6), float(
+            x[0]) * 1e9
+
+    def predict(m: Measurement, x: np.ndarray) -> float:
+        tp, bw = transport_for(x)
+        return predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s, bandwidth_Bps=bw,
+                         collective=collective)
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        return np.array([predict(m, x) / m.time_s - 1.0 for m in train])
+
+    # Start from the largest point's bus bandwidth and the smallest point's time per step.
+    big = max(train, key=lambda m: m.size_bytes)
+    small = min(train, key=lambda m: m.size_bytes)
+    bw0 = 2.0 * (big.ranks - 1) / big.ranks * big.size_bytes / big.time_s
+    hop0 = small.time_s / (2.0 * (small.ranks - 1)) * 0.5
+    x0 = [bw0 / 1e9, hop0 * 1e6] + ([] if base_held else [hop0 * 1e6])
+    lo = [1e-9, 0.0] + ([] if base_held else [0.0])
+    sol = least_squares(resid, np.array(x0), bounds=(np.array(lo), np.inf), x_scale="jac",
+                        method="trf", xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
+    tp, bw = transport_for(sol.x)
+    link_bw = bw if link_bandwidth_Bps is None else link_bandwidth_Bps
+    eff = bw / link_bw
+    if eff > 1.0 + 1e-9:
+        raise InputError(f"the fitted bandwidth ({bw * 8 / 1e9:.3f} Gbit/s) exceeds the link "
+                         f"bandwidth given ({link_bw * 8 / 1e9:.3f} Gbit/s); give a larger one")
+    tp = replace(tp, bandwidth_efficiency=min(1.0, eff))
+    rows = []
+    for m in points:
+        pred = predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s,
+                         bandwidth_Bps=link_bw, collective=collective)
+        rows.append({"ranks": m.ranks, "bytes": m.size_bytes, "measured_s": m.time_s,
+                     "predicted_s": pred, "rel_error": pred / m.time_s - 1.0,
+                     "held_out": held(m)})
+    return FitResult(tp, link_bw, link_latency_s, bw, base_held, rows)
+
+
+def calibration_document(fit: FitResult, *, source: str) -> dict[str, Any]:
+    """The calibration file's content (schema of :mod:`sim.transports`) for ``fit``."""
+    params = {f.name: getattr(fit.transport, f.name) for f in fields(fit.transport)
+              if f.name != "name"}
+    params["slots"] = int(params["slots"])
+    note = (f"fitted by compctl calibrate on {source}; simulate with a link bandwidth of "
+            f"{fit.link_bandwidth_Bps * 8 / 1e9:.6g} Gbit/s and latency "
+            f"{fit.link_latency_s * 1e3:.6g} ms")
+    if fit.base_held:
+        note += "; one rank count: base_latency_s held at 0"
+    return {
+        "schema": CALIBRATION_SCHEMA,
+        "note": note,
+        "source": {"measurements": source, "link_bandwidth_Bps": fit.link_bandwidth_Bps,
+                   "link_latency_s": fit.link_latency_s,
+                   "fitted_bandwidth_Bps": fit.fitted_bandwidth_Bps, **fit.summary()},
+        "transports": {fit.transport.name: params},
+    }
+
+
+def dump_document(doc: dict[str, Any]) -> bytes:
+    """``doc`` as the bytes of a JSON calibration file."""
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()

@@ -1,0 +1,45 @@
+"""The time-to-target table's bookkeeping: best fixed, best adaptive, done-when counts."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "tta_table.py"
+
+
+def _module() -> Any:
+    spec = importlib.util.spec_from_file_location("tta_table", _PATH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["tta_table"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tta_is_the_end_of_the_first_iteration_reaching_the_target() -> None:
+    tt = _module()
+    rec = pd.DataFrame({"progress": [1.0, 2.0, 3.0], "start_s": [0.0, 1.0, 3.0],
+                        "iter_s": [1.0, 2.0, 2.0]})
+    assert tt.tta_s(rec, 2.0) == 3.0
+    assert math.isinf(tt.tta_s(rec, 9.0))
+
+
+def test_summary_counts_the_done_when_bars() -> None:
+    tt = _module()
+    a = tt.Scenario("t1", "w", 8, "stepped", 10.0, {1.0: 12.0, 0.1: 10.0},
+                    {"oracle": 9.0, "mpc": 9.3, "dense": 12.0})
+    b = tt.Scenario("t2", "w", 8, "congestion", 10.0, {1.0: 20.0, 0.1: 11.0},
+                    {"oracle": 10.0, "mpc": 11.5, "dense": 20.0})
+    assert a.best_fixed == (0.1, 10.0)
+    assert a.best_adaptive() == ("mpc", 9.3)
+    s = tt.summarise([a, b])
+    assert s["oracle_fastest"] == 2
+    assert s["best_adaptive_within_5pct_of_oracle"] == 1
+    assert s["best_adaptive_at_least_best_fixed"] == 1
+    assert s["winner_per_class"] == {"congestion": "mpc", "stepped": "mpc"}

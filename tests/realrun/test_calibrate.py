@@ -1,0 +1,243 @@
+"""``compctl calibrate``: recovery of known transport parameters, bad input, file round trip,
+and a tiny real gloo microbenchmark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sim.entry import main
+from sim.runner import SimConfig, run_simulation
+from sim.transport_fit import Measurement, predict_s, read_nccl_tests
+from sim.transports import get_transport, load_calibration
+
+BASE_S, HOP_S, BW_BPS = 30e-6, 45e-6, 1.25e9  # the known parameters (10 Gbit/s)
+SIZES = [2**k for k in range(10, 25, 2)]  # 1 KiB .. 16 MiB
+
+
+def _closed_form_s(n: int, size: float) -> float:
+    """Ring allreduce, alpha-beta: 2 (n - 1) steps of size / n bytes, plus the base latency."""
+    return BASE_S + 2 * (n - 1) * (HOP_S + size / n / BW_BPS)
+
+
+def _csv(tmp_path: Path, ranks: tuple[int, ...] = (2, 4)) -> str:
+    rows = ["ranks,bytes,seconds"]
+    rows += [f"{n},{s},{_closed_form_s(n, s)!r}" for n in ranks for s in SIZES]
+    p = tmp_path / "m.csv"
+    p.write_text("\n".join(rows) + "\n")
+    return str(p)
+
+
+def _calibrate(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["calibrate", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_known_parameters_are_recovered_and_round_trip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "cal.json"
+    rep = _calibrate(capsys, "--csv", _csv(tmp_path), "--transport", "ideal", "--link-gbps",
+                     "20", "--out", str(out))
+    tp = load_calibration(str(out))["ideal"]
+    assert tp.base_latency_s == pytest.approx(BASE_S, rel=1e-6)
+    assert tp.hop_latency_s == pytest.approx(HOP_S, rel=1e-6)
+    assert tp.bandwidth_efficiency == pytest.approx(0.5, rel=1e-6)  # 10 of 20 Gbit/s
+    assert rep["summary"]["fit"]["max_abs_rel_error"] < 1e-6
+    assert rep["calibration"]["source"]["link_bandwidth_Bps"] == pytest.approx(2.5e9)
+    # The written file, read by the simulator's loader, predicts the measurements.
+    again = get_transport("ideal", str(out))
+    for n, s in ((2, 1024), (4, 2**20)):
+        got = predict_s(again, n, s, latency_s=0.0, bandwidth_Bps=2.5e9)
+        assert got == pytest.approx(_closed_form_s(n, s), rel=1e-6)
+
+
+def test_held_out_points_are_reported_not_fitted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rep = _calibrate(capsys, "--csv", _csv(tmp_path), "--transport", "ideal",
+                     "--fit-max-bytes", "64KiB", "--fit-ranks", "2,4")
+    held = [p for p in rep["points"] if p["held_out"]]
+    assert held and all(p["bytes"] > 65536 for p in held)
+    assert rep["summary"]["held_out"]["points"] == len(held)
+    assert rep["summary"]["fit"]["points"] == len(rep["points"]) - len(held)
+
+
+def test_one_rank_count_holds_base_latency(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rep = _calibrate(capsys, "--csv", _csv(tmp_path, ranks=(2,)), "--transport", "ideal")
+    params = rep["calibration"]["transports"]["ideal"]
+    assert params["base_latency_s"] == 0.0
+    assert "held at 0" in rep["calibration"]["note"]
+    # base + 2 hops is what 2 ranks can see: it lands on the per-hop latency
+    assert 2 * params["hop_latency_s"] == pytest.approx(BASE_S + 2 * HOP_S, rel=1e-6)
+
+
+NCCL_TESTS = """\
+# nThread 1 nGpus 1 minBytes 1024 maxBytes 4194304 step: 4(factor) warmup iters: 5 iters: 20
+#
+# Using devices
+#  Rank  0 Group  0 Pid   101 on      node1 device  0 [0x07] NVIDIA A100-SXM4-80GB
+#  Rank  1 Group  0 Pid   102 on      node1 device  1 [0x0b] NVIDIA A100-SXM4-80GB
+#  Rank  2 Group  0 Pid   103 on      node1 device  2 [0x48] NVIDIA A100-SXM4-80GB
+#  Rank  3 Group  0 Pid   104 on      node1 device  3 [0x4c] NVIDIA A100-SXM4-80GB
+#
+#                                                out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+        1024           256     float     sum      -1    20.50    0.05    0.07      0    20.10    0.05    0.08      0
+       16384          4096     float     sum      -1    24.00    0.68    1.02      0    23.80    0.69    1.03    N/A
+     4194304       1048576     float     sum      -1   120.00   34.95   52.43      0   119.00   35.25   52.87      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 17.8
+"""
+
+
+def test_nccl_tests_output_is_parsed(tmp_path: Path) -> None:
+    p = tmp_path / "ar.txt"
+    p.write_text(NCCL_TESTS)
+    assert read_nccl_tests(str(p)) == [
+        Measurement(4, 1024.0, 20.5e-6), Measurement(4, 16384.0, 24e-6),
+        Measurement(4, 4194304.0, 120e-6),
+    ]
+    assert read_nccl_tests(str(p), ranks=8)[0].ranks == 8
+
+
+@pytest.mark.parametrize(
+    "content, extra, match",
+    [
+        ("ranks,bytes\n2,1024\n", [], "missing 'seconds'"),
+        ("ranks,bytes,seconds\n2,abc,1e-3\n", [], "line 2"),
+        ("ranks,bytes,seconds\n2,1024,-1\n2,2048,1e-3\n", [], "seconds must be > 0"),
+        ("ranks,bytes,seconds\n1,1024,1e-3\n", [], "ranks must be >= 2"),
+        ("", [], "empty"),
+        ("ranks,bytes,seconds\n2,1024,1e-3\n", [], "at least 2"),
+        ("ranks,bytes,seconds\n2,1024,1e-3\n2,1e9,1e-3\n", ["--link-gbps", "0.001"], "exceeds"),
+        ("ranks,bytes,seconds\n2,1024,1e-3\n2,2048,2e-3\n", ["--transport", "rdma"], "unknown"),
+        ("ranks,bytes,seconds\n2,1024,1e-3\n2,2048,2e-3\n", ["--fit-ranks", "x"], "fit-ranks"),
+    ],
+)
+def test_bad_csv_input_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, extra: list[str],
+    match: str
+) -> None:
+    p = tmp_path / "m.csv"
+    p.write_text(content)
+    out = tmp_path / "cal.json"
+    assert main(["calibrate", "--csv", str(p), "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        ([], "give measurements"),
+        (["--nccl-tests", "NOFILE"], "NOFILE"),
+        (["--nccl-tests", "BAD"], "no rank count"),
+        (["--nccl-tests", "GOOD", "--out", "cal.toml"], ".json"),
+        (["--measure", "--max-ranks", "1"], "max-ranks"),
+        (["--measure", "--max-bytes", "10"], "max-bytes"),
+    ],
+)
+def test_bad_arguments_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], match: str
+) -> None:
+    (tmp_path / "BAD").write_text("# nothing here\n 1024 256 float sum -1 1 1 1 0 1 1 1 0\n")
+    (tmp_path / "GOOD").write_text(NCCL_TESTS)
+    argv = [str(tmp_path / a) if a in ("NOFILE", "BAD", "GOOD") else a for a in argv]
+    assert main(["calibrate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err
+
+
+def test_real_gloo_microbenchmark_writes_a_file_the_simulator_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, meas = tmp_path / "gloo.json", tmp_path / "m.csv"
+    rep = _calibrate(capsys, "--measure", "--max-ranks", "2", "--max-bytes", "8KiB",
+                     "--iters", "3", "--out", str(out), "--save-measurements", str(meas))
+    assert [p["bytes"] for p in rep["points"]] == [1024, 2048, 4096, 8192]
+    assert all(p["measured_s"] > 0 for p in rep["points"])
+    tp = load_calibration(str(out))["gloo"]
+    assert tp.host_copy_Bps == 0.0 and tp.hop_latency_s > 0
+    assert len(meas.read_text().splitlines()) == 5
+    bw_gbps = rep["calibration"]["source"]["link_bandwidth_Bps"] * 8 / 1e9
+    cfg = SimConfig(workload="tiny", workers=2, trace=f"const:lat_ms=0,bw_gbps={bw_gbps}",
+                    collective="ring", iterations=2, convergence="off", fidelity="stepwise",
+                    transport="gloo", calibration=str(out))
+    records, meta = run_simulation(cfg)
+    assert len(records) == 2
+    assert meta["stepwise"]["transport"]["hop_latency_s"] == tp.hop_latency_s
+
+
+def _fake_real_run(tmp_path: Path, mode: str) -> str:
+    """A simulated run dressed as a real one (the validate tests' approach)."""
+    from sim.rundir import write_run
+
+    trace = "const:lat_ms=1,bw_mbps=100"
+    records, _ = run_simulation(SimConfig(workload="digits-cnn", workers=2, trace=trace,
+                                          iterations=8, convergence="off",
+                                          bucket_bytes=25.0 * 2**20))
+    records["source"] = "real"
+    meta = {"source": "real", "emulation": {"mode": mode, "delay": "hook" if mode != "tc"
+                                            else "netem", "bandwidth": {"hook": "hook",
+                                                                        "netns": "tbf",
+                                                                        "tc": "netem"}[mode]},
+            "config": {"workload": "digits-cnn", "nproc": 2, "trace": trace, "policy": "dense",
+                       "policy_params": {}, "steps": 8, "seed": 0, "bucket_cap_mb": 25.0}}
+    out = tmp_path / f"real-{mode}"
+    write_run(out, records, meta)
+    return str(out)
+
+
+def test_validate_labels_the_real_side_and_applies_a_transport_calibration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.transports import CALIBRATION_SCHEMA
+
+    run = _fake_real_run(tmp_path, "hook")
+    assert main(["validate", "--real", run, "--skip", "1", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["comparison"]["real_side"] == "emulated"
+    assert plain["comparison"]["transport_calibration"].startswith("none")
+    cal = tmp_path / "slow.json"
+    cal.write_text(json.dumps({"schema": CALIBRATION_SCHEMA,
+                               "transports": {"gloo": {"hop_latency_s": 0.01}}}))
+    base = ["validate", "--real", run, "--skip", "1", "--fidelity", "stepwise",
+            "--transport", "gloo", "--json"]
+    assert main(base) == 0
+    uncal = json.loads(capsys.readouterr().out)
+    assert main([*base, "--transport-calibration", str(cal)]) == 0
+    slow = json.loads(capsys.readouterr().out)
+    assert slow["comparison"]["transport_calibration"] == f"file {cal}"
+    # 2 ranks: 2 ring steps of 10 ms more per bucket
+    assert slow["sim_mean_comm_s"] >= uncal["sim_mean_comm_s"] + 0.02 - 1e-9
+    assert main(["validate", "--real", run, "--transport-calibration", str(cal)]) == 2
+    assert "--fidelity stepwise" in capsys.readouterr().err
+
+
+def test_validate_calibrates_first_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _fake_real_run(tmp_path, "netns")
+    assert main(["validate", "--real", run, "--skip", "1", "--fidelity", "stepwise",
+                 "--transport", "gloo", "--calibrate-transport"]) == 0
+    cap = capsys.readouterr()
+    assert "measuring allreduce on this machine first" in cap.err
+    assert "real side: partly emulated (netns: delay slept" in cap.out
+    assert "transport calibration: measured now" in cap.out
+
+
+def test_real_side_kind() -> None:
+    from analysis.validate import real_side_kind
+
+    assert real_side_kind({"emulation": {"mode": "tc", "delay": "netem",
+                                         "bandwidth": "netem"}})[0] == "real"
+    assert real_side_kind({"emulation": {"mode": "hook", "delay": "hook",
+                                         "bandwidth": "hook"}})[0] == "emulated"
+    assert real_side_kind({"config": {"emulation": "none"}})[0] == "real"
