@@ -56,6 +56,7 @@ class Results:
     description: str = ""
     hints: dict[str, Any] = field(default_factory=dict)
     config_columns: list[str] = field(default_factory=list)
+    metas: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> meta.json
 
     @property
     def scenario_columns(self) -> list[str]:
@@ -111,10 +112,14 @@ def _run_config(meta: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _load_one(path: Path, run_id: str | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+def _load_one(
+    path: Path, run_id: str | None = None, metas: dict[str, dict[str, Any]] | None = None
+) -> tuple[dict[str, Any], pd.DataFrame]:
     records, meta = read_run(path)
     cfg = _run_config(meta)
     rid = run_id or str(meta.get("run_id") or path.name)
+    if metas is not None:
+        metas[rid] = meta
     if not cfg and len(records):
         # Runs written without a configuration (some real runs): rebuild what the records say.
         cfg = {"policy": str(records["policy"].iloc[0])}
@@ -221,6 +226,7 @@ def _load_sweep_dir(path: Path) -> Results:
     plan = _read_json_object(path / "sweep.json")
     entries = _plan_entries(path / "sweep.json", plan)
     rows, frames = [], []
+    metas: dict[str, dict[str, Any]] = {}
     failures = _empty_failures()
     fpath = path / "failures.json"
     if fpath.is_file():
@@ -241,7 +247,7 @@ def _load_sweep_dir(path: Path) -> Results:
             continue
         if damaged:
             continue  # only listing the damage now; nothing will be drawn
-        row, rec = _load_one(run_path, rid)
+        row, rec = _load_one(run_path, rid, metas)
         row["origin"] = origin
         rows.append(row)
         frames.append(rec)
@@ -266,6 +272,7 @@ def _load_sweep_dir(path: Path) -> Results:
         description=str(plan.get("description") or ""),
         hints=dict(plan["report"]) if isinstance(plan.get("report"), dict) else {},
         config_columns=cols,
+        metas=metas,
     )
 
 
@@ -300,9 +307,10 @@ def load_results(path: str | os.PathLike[str]) -> Results:
                 "directories inside)"
             )
     rows, frames = [], []
+    metas: dict[str, dict[str, Any]] = {}
     for rp in paths:
         rid = rp.name if kind == "run" else str(rp.relative_to(p))
-        row, rec = _load_one(rp, rid)
+        row, rec = _load_one(rp, rid, metas)
         rows.append(row)
         frames.append(rec)
     runs, records, cols = _assemble(rows, frames)
@@ -314,6 +322,7 @@ def load_results(path: str | os.PathLike[str]) -> Results:
         records=records,
         failures=_empty_failures(),
         config_columns=cols,
+        metas=metas,
     )
 
 

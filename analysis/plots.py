@@ -61,19 +61,23 @@ def _first_seed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_density_delay(records: pd.DataFrame, scenario: list[str]) -> Figure | None:
-    """The DC2 picture: link delay (top) and each policy's density (bottom) over time."""
+    """The DC2 picture: link delay, link bandwidth and each policy's density over time."""
     if records.empty:
         return None
-    per_run = records.groupby("run_id")[["density", "latency_s"]].nunique()
+    per_run = records.groupby("run_id")[["density", "latency_s", "bandwidth_Bps"]].nunique()
     if not (per_run > 1).to_numpy().any():
         return None  # constant links and static policies: nothing moves over time
     rec = _first_seed(records)
     facet = _facet_column(rec, [c for c in scenario if c != "seed"])
     values = list(pd.unique(rec[facet].astype(str)))[:MAX_PANELS] if facet else [None]
-    fig, axes = _new_figure(2, len(values), 5.0, 2.6)
+    fig, axes = _new_figure(3, len(values), 5.0, 2.3)
     for j, value in enumerate(values):
         part = rec if value is None or facet is None else rec[rec[facet].astype(str) == value]
-        part = part.assign(time_s=part["start_s"], latency_ms=part["latency_s"] * 1e3)
+        part = part.assign(
+            time_s=part["start_s"],
+            latency_ms=part["latency_s"] * 1e3,
+            bandwidth_gbps=part["bandwidth_Bps"] * 8e-9,
+        )
         # Time window: that of the adaptive runs (density changing), which finish much sooner
         # than dense ones; the delay shown is what the longest adaptive run went through.
         moving = part.groupby("run_id")["density"].nunique()
@@ -89,8 +93,12 @@ def plot_density_delay(records: pd.DataFrame, scenario: list[str]) -> Figure | N
         ax.plot(shown["time_s"], shown["latency_ms"], color="0.3", lw=1)
         ax.set_xlim(0, end_s)
         ax.set_ylabel("link delay (ms)")
-        ax.set_title(f"{facet}={value}" if facet else "link delay and density")
+        ax.set_title(f"{facet}={value}" if facet else "link delay, bandwidth and density")
         ax = axes[1, j]
+        ax.plot(shown["time_s"], shown["bandwidth_gbps"], color="0.3", lw=1)
+        ax.set_xlim(0, end_s)
+        ax.set_ylabel("bandwidth (Gbit/s)")
+        ax = axes[2, j]
         sns.lineplot(
             data=part, x="time_s", y="density", hue="policy_label", units="run_id",
             estimator=None, ax=ax, lw=1, legend=(j == len(values) - 1),

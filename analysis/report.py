@@ -60,6 +60,8 @@ th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right;white-space:nowr
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 img{max-width:100%;height:auto;display:block;margin:.5em 0}
 .note{color:#555;font-size:.9em}.bad{color:#a00}
+.assume{border:2px solid #c90;background:#fff8e6;padding:.5em 1em;margin:1em 0}
+.assume h2{border:none;margin-top:.3em}
 """
 
 
@@ -135,7 +137,8 @@ def report_figures(
             basis += f" (targets {targets[0]:.4g} to {targets[-1]:.4g}, per scenario)"
     figures: list[tuple[str, str, Figure | None]] = [
         ("Density and link delay over time",
-         "Top: the link's one-way delay; bottom: the density each policy chose (first seed).",
+         "Top: the link's one-way delay; middle: its bandwidth; bottom: the density each policy "
+         "chose (first seed).",
          plots.plot_density_delay(results.records, scenario)),
         ("Iteration-time breakdown", "Mean per iteration over all runs of a policy.",
          plots.plot_breakdown(metrics, scenario)),
@@ -161,6 +164,35 @@ def report_figures(
     return [(h, n, f) for h, n, f in figures if f is not None]
 
 
+def _answer_section(results: Results, metrics: pd.DataFrame) -> list[str]:
+    """The first screen: a recommendation per network class and every assumption made."""
+    from .recommend import assumptions, recommendations
+
+    out = ["<h2>Which policy on which network</h2>"]
+    rec = recommendations(results, metrics)
+    if rec.empty:
+        out.append("<p>No run reached a comparable result; nothing to recommend.</p>")
+    else:
+        basis = (
+            "time to reach the accuracy target" if "tta_s" in metrics.columns
+            else "mean iteration time (the runs have no accuracy curve)"
+        )
+        out.append(
+            f'<p class="note">Per network class, the choice with the lowest {basis}, averaged '
+            "over seeds; the margin is over the runner-up, and the seed spread says whether "
+            "another seed could change the order.</p>"
+        )
+        out.append(_table(rec))
+    notes = assumptions(results)
+    out.append('<div class="assume"><h2>Assumptions behind these numbers</h2>')
+    if notes:
+        out.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    else:
+        out.append("<p>None recorded by the runs.</p>")
+    out.append("</div>")
+    return out
+
+
 def render_report(results: Results) -> str:
     """The HTML text of the report for ``results``."""
     metrics = run_metrics(results)
@@ -182,6 +214,8 @@ def render_report(results: Results) -> str:
         f"{n_runs} run(s) loaded, {len(results.failures)} failed, {results.missing} not run; "
         f"scenario columns: {html.escape(', '.join(scenario) or 'none')}; written {stamp}.</p>"
     )
+    if not metrics.empty:
+        parts.extend(_answer_section(results, metrics))
     if len(results.failures):
         parts.append('<h2 class="bad">Failed runs</h2>')
         parts.append(_table(results.failures))

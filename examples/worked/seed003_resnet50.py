@@ -7,7 +7,8 @@ bandwidth 25..1..25 Gbit/s, 12 steps of 30 s, the last step held), then
 * plots time per iteration and density over simulated time for every policy
   (``docs/img/worked_seed003.png`` by default), and
 * prints, per policy, the simulated time to reach the same training progress (dense-iteration
-  equivalents from :mod:`sim.control.progress`, the documented proxy) and the speed-up over dense
+  equivalents: the ``progress`` column of the convergence model that scores every run; the oracle
+  is told the target) and the speed-up over dense
   and over fixed 0.01, plus the mean iteration time during the 360 s schedule.
 
 Two scenarios, because the compressors' compute-time calibration (``sim/compress/
@@ -39,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from sim.control.progress import progress_per_step
 from sim.runner import SimConfig, run_simulation
 
 #: (label, policy, parameters) of the policies compared.
@@ -78,8 +78,6 @@ def run_policy(
         compress_scale=compress_scale,
     )
     records, _ = run_simulation(cfg)
-    records["progress_step"] = [progress_per_step(g) for g in records["gain"]]
-    records["progress"] = records["progress_step"].cumsum()
     records["end_s"] = records["start_s"] + records["iter_s"]
     return records
 
@@ -170,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.progress > 0:
         parser.error("--progress must be > 0")
-    # Progress per step is at least progress_per_step(gain at density 0.001) ~ 0.69, so this
-    # many iterations always reach the target.
-    iterations = int(math.ceil(args.progress / 0.65))
+    # Generous: every policy here reaches the target well within 3x the dense iterations (a run
+    # that does not shows nan).
+    iterations = int(math.ceil(3 * args.progress))
 
     from tqdm import tqdm
 
@@ -182,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         bar = tqdm(POLICIES, disable=args.quiet or not sys.stderr.isatty(), file=sys.stderr)
         for label, policy, params in bar:
             bar.set_description(f"{scenario}: {label}")
+            if policy in ("oracle", "mpc"):
+                params = {**params, "target_progress": float(args.progress)}
             results[label] = run_policy(policy, params, iterations, args.seed, compress_scale)
         scenarios[scenario] = summarise(results, args.progress)
         if scenario == "comm-only":

@@ -205,3 +205,20 @@ def test_files_and_folders_follow_the_umask(tmp_path: Path, umask_027: None) -> 
     for path in [out, *out.rglob("*")]:
         want = 0o750 if path.is_dir() else 0o640
         assert stat.S_IMODE(path.stat().st_mode) == want, (path, oct(modes[path.name]))
+
+
+def test_out_without_room_for_the_estimate_is_refused_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from sim.errors import InputError
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda p: real(p)._replace(free=1000)  # 1 kB left
+    )
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match="only 0 MB are free"):
+        run_sweep(_runs(), out, run_fn=fake_run, jobs=1, progress=False)
+    assert not out.exists()

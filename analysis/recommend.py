@@ -1,0 +1,143 @@
+"""The report's answer first: which policy to use on which network, and what was assumed.
+
+:func:`recommendations` groups the runs by network class (every scenario column but the seed:
+the trace, the scale, ...), averages each choice over seeds and names the one that reached the
+target first (or, without an accuracy curve, the one with the shortest iteration), by how much
+it beat the runner-up and whether the seeds' spread could undo that. :func:`assumptions` lists
+what the numbers rest on that was not measured in these runs (read from each run's meta).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .load import Results
+
+__all__ = ["recommendations", "assumptions"]
+
+
+def _choice_details(results: Results) -> pd.DataFrame:
+    """Per run: the compressor and collective it used most (what the policy actually chose)."""
+    rec = results.records
+    cols = [c for c in ("compressor", "collective") if c in rec.columns]
+    if rec.empty or not cols:
+        return pd.DataFrame({"run_id": []})
+    modal = rec.groupby("run_id", sort=False)[cols].agg(
+        lambda s: s.astype(str).value_counts().index[0] if len(s) else ""
+    )
+    return modal.reset_index()
+
+
+def _network_label(row: pd.Series, keys: list[str]) -> str:
+    if not keys:
+        return "all runs"
+    return ", ".join(f"{k}={row[k]}" for k in keys) if len(keys) > 1 else str(row[keys[0]])
+
+
+def recommendations(results: Results, metrics: pd.DataFrame) -> pd.DataFrame:
+    """One row per network class: the best choice, its time, the margin and the seeds' spread."""
+    if metrics.empty:
+        return pd.DataFrame()
+    basis = "tta_s" if "tta_s" in metrics.columns else "mean_iter_s"
+    what = "time to target" if basis == "tta_s" else "mean iteration time"
+    keys = [c for c in results.scenario_columns if c != "seed" and c in metrics.columns]
+    m = metrics.merge(_choice_details(results), on="run_id", how="left", suffixes=("", "_used"))
+    rows: list[dict[str, Any]] = []
+    groups = m.groupby(keys, sort=True, dropna=False) if keys else [((), m)]
+    for _, part in groups:
+        stats = []
+        for label, runs in part.groupby("policy_label", sort=True):
+            vals = runs[basis].to_numpy(dtype=float)
+            ok = vals[np.isfinite(vals)]
+            if ok.size == 0:
+                continue
+            # A choice that missed the target in some seeds is ranked on the seeds that hit it,
+            # and says so.
+            stats.append((float(ok.mean()), str(label), ok, len(vals), runs))
+        if not stats:
+            continue
+        stats.sort(key=lambda t: t[0])
+        best_mean, label, vals, n, runs = stats[0]
+        first = runs.iloc[0]
+        used_parts = []
+        for base in ("compressor", "collective"):
+            col = f"{base}_used" if f"{base}_used" in runs.columns else base
+            if col in runs.columns and isinstance(first[col], str):
+                used_parts.append(first[col])
+        used = " / ".join(used_parts)
+        row: dict[str, Any] = {
+            "network": _network_label(part.iloc[0], keys),
+            "recommended": label,
+            "compressor / collective": used,
+            what + " (s, mean)": best_mean,
+            "seeds": f"{vals.size}/{n} reached" if vals.size < n else str(n),
+            "seed spread (s)": float(vals.max() - vals.min()) if vals.size > 1 else math.nan,
+        }
+        if len(stats) > 1:
+            second_mean, second, svals, _, _ = stats[1]
+            row["runner-up"] = second
+            row["margin"] = f"{(second_mean / best_mean - 1) * 100:.1f}% faster"
+            overlap = vals.size > 1 and svals.size > 1 and vals.max() >= svals.min()
+            row["how sure"] = (
+                "within seed noise (seed ranges overlap)" if overlap
+                else "single seed" if vals.size < 2
+                else "clear (seed ranges do not overlap)"
+            )
+        else:
+            row["runner-up"], row["margin"], row["how sure"] = "", "only choice", ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def assumptions(results: Results) -> list[str]:
+    """Every assumption the loaded runs rest on that they did not measure, one sentence each."""
+    out: dict[str, None] = {}
+
+    def table(meta: dict[str, Any], key: str) -> dict[str, Any]:
+        value = meta.get(key)
+        return value if isinstance(value, dict) else {}
+
+    for meta in results.metas.values():
+        cfg = table(meta, "config")
+        conv = meta.get("convergence")
+        if isinstance(conv, dict):
+            if conv.get("borrowed"):
+                wl = table(meta, "workload").get("name", "?")
+                out[
+                    f"Gradient statistics of {wl} are borrowed from the captured "
+                    f"{conv.get('gradient_trace', '?')} trace (no capture of {wl}): its "
+                    "time-to-accuracy is that model's convergence replayed at this model's speed."
+                ] = None
+            if conv.get("skipped"):
+                out[f"No convergence model for some runs: {conv['skipped']}"] = None
+        scale = cfg.get("compress_scale")
+        if isinstance(scale, (int, float)) and scale != 1:
+            out[
+                f"Compression times are scaled by compress_scale = {scale:g}: an assumed speed "
+                "of the target device relative to the calibration machine, not a measurement."
+            ] = None
+        if meta.get("source", "sim") == "sim":
+            ref = table(meta, "workload").get("reference")
+            if isinstance(ref, str) and ref:
+                out[
+                    "Compute times are modelled, not measured: "
+                    + ref.split(";")[0].removeprefix("device: ")
+                    + "; compression costs come from the calibration file of the machine that "
+                    "ran `compctl bench compressors --calibrate` (uncalibrated for that device)."
+                ] = None
+            out[
+                f"The network is simulated ({meta.get('fidelity', 'analytic')} fidelity) from "
+                "replayed traces; no packet was sent."
+            ] = None
+        emulation = meta.get("emulation")
+        if emulation:
+            mode = emulation.get("mode") if isinstance(emulation, dict) else emulation
+            out[
+                f"Real run with an emulated network ({mode}): delay and bandwidth follow the "
+                "trace through the emulator, not a real wide-area link."
+            ] = None
+    return list(out)
