@@ -32,7 +32,7 @@ add a set, with this fixed schema::
      "transports": {"nccl": {"hop_latency_s": 2e-05, "bandwidth_efficiency": 0.9}}}
 
 Keys are the field names above (SI units); unknown keys or sets without a bundled base must
-give every field. A later ``calibrate`` command writes the same schema.
+give every field. ``compctl calibrate`` (:mod:`sim.transport_fit`) writes the same schema.
 """
 
 from __future__ import annotations

@@ -82,6 +82,7 @@ def _cmd_bench_compressors(args: argparse.Namespace) -> int:
     )
     from .fused import fused_mode
 
+    backend = "plain" if fused_mode() == "off" else "fused where possible"  # validates the env
     sizes = [parse_count(s) for s in _csv(args.sizes)]
     densities = _densities(args.density)
     names = _csv(args.compressors) if args.compressors else None
@@ -129,7 +130,7 @@ def _cmd_bench_compressors(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(
         f"# device {args.device}, torch threads {torch.get_num_threads()}, "
-        f"threshold passes {'plain' if fused_mode() == 'off' else 'fused where possible'}\n"
+        f"threshold passes {backend}\n"
     )
     sys.stdout.write(header + "\n")
     for r in rows:

@@ -52,6 +52,12 @@ def test_known_parameters_are_recovered_and_round_trip(
     for n, s in ((2, 1024), (4, 2**20)):
         got = predict_s(again, n, s, latency_s=0.0, bandwidth_Bps=2.5e9)
         assert got == pytest.approx(_closed_form_s(n, s), rel=1e-6)
+    # ... and so does `compctl cost --calibration` on the link the file's note names.
+    assert main(["cost", "--collective", "ring", "--workers", "4", "--bytes", "1MiB",
+                 "--latency-ms", "0", "--bandwidth-gbps", "20", "--fidelity", "stepwise",
+                 "--transport", "ideal", "--calibration", str(out), "--json"]) == 0
+    cost = json.loads(capsys.readouterr().out)
+    assert cost["stepwise_time_s"] == pytest.approx(_closed_form_s(4, 2**20), rel=1e-6)
 
 
 def test_held_out_points_are_reported_not_fitted(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -124,12 +125,17 @@ def test_cli_captured_npz(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         (["--device", "tpu9"], "unknown torch device"),
         (["--input", "/no/such.npz"], "no such file"),
         (["--sizes", "1k", "--calibrate", "--compressors", "topk", "--repeats", "1", "--calls", "1"], "two different sizes"),
+        (["--sizes", "1k", "--env-fused-bogus"], "COMPCTL_FUSED"),
     ],
 )
 def test_cli_bad_input_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    env = None
+    if "--env-fused-bogus" in args:  # a bad backend switch is refused before any work
+        args = [a for a in args if a != "--env-fused-bogus"] + ["--calibrate", "--sizes", "1k,2k"]
+        env = {**os.environ, "COMPCTL_FUSED": "bogus"}
     out = subprocess.run(
         [sys.executable, "-m", "sim.entry", "bench", "compressors", "--calibration-out", str(tmp_path / "c.json"), *args],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env=env,
     )
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
