@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -362,12 +362,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_rank(cfg, rank, world, Path(args.out) if args.out else None, force=args.force,
                    progress=args.progress, device=device,
                    log_dir=Path(args.log_dir) if args.log_dir else None)
+        # Every rank leaves together: rank 0 may still be writing the run (and serves the
+        # store), and a peer tearing its group down meanwhile has been seen to abort in gloo.
+        dist.barrier()
     except InputError as exc:
         sys.stderr.write(f"realrun.worker: rank {rank}: error: {exc}\n")
         return 2
     finally:
         dist.destroy_process_group()
     return 0
+
+
+def _exit_without_cpp_teardown(code: int) -> NoReturn:
+    """Exit a rank after its work is done and flushed, skipping C++ static destructors.
+
+    The run is written (atomically, by rank 0) before this point. Interpreter shutdown can
+    destroy gloo's and the store's threads in any order, and a joinable thread destroyed that
+    way aborts the process ("terminate called without an active exception"), which the launcher
+    would report as a failed rank. Nothing remains to flush but the standard streams and logs.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _init_group(backend: str, rank: int, world: int, timeout_s: float) -> None:
@@ -385,4 +402,4 @@ def _init_group(backend: str, rank: int, world: int, timeout_s: float) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    _exit_without_cpp_teardown(main())
