@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import InputError
+from sim.sweep.dask_tls import DaskTLS, connect
 
 __all__ = ["register", "EXIT_RUNS_FAILED"]
 
@@ -61,8 +62,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--scheduler",
         default=None,
         metavar="ADDRESS",
-        help="Dask distributed scheduler address (tcp://HOST:PORT); runs go to its workers",
+        help="Dask distributed scheduler address (tcp://HOST:PORT, or tls://HOST:PORT with the "
+        "--tls-* files); runs go to its workers. The scheduler runs whatever its clients send: "
+        "use tcp:// only on a network you trust",
     )
+    p.add_argument("--tls-ca-file", default=None, metavar="FILE",
+                   help="CA certificate that signed the Dask scheduler's and workers' certificates")
+    p.add_argument("--tls-cert", default=None, metavar="FILE",
+                   help="this client's TLS certificate for a tls:// scheduler")
+    p.add_argument("--tls-key", default=None, metavar="FILE",
+                   help="this client's TLS private key for a tls:// scheduler")
     p.add_argument("--no-report", action="store_true", help="do not write OUT/report.html")
     p.add_argument("--dry-run", action="store_true", help="validate and list runs; run nothing")
     p.add_argument(
@@ -103,6 +112,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.max_runs is not None and args.max_runs < 1:
         raise InputError(f"--max-runs must be >= 1 (got {args.max_runs})")
     _check_jobs(args.jobs)
+    tls = DaskTLS.from_args(args.tls_ca_file, args.tls_cert, args.tls_key)
+    if tls is not None and args.scheduler is None:
+        raise InputError("--tls-* files are for a Dask scheduler: give --scheduler tls://HOST:PORT")
     spec = load_spec(args.spec)
     runs = expand_spec(spec, normalize_config, max_runs=args.max_runs or MAX_RUNS)
     if args.dry_run:
@@ -115,21 +127,26 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     from sim.signals import interrupt_on_signals
 
-    with interrupt_on_signals():
-        try:
-            result = run_sweep(
-                runs,
-                args.out,
-                run_fn=executor.simulate_config,
-                jobs=args.jobs,
-                scheduler=args.scheduler,
-                spec=spec,
-                progress=not args.quiet,
-            )
-        except executor.SweepInterrupted as exc:
-            _report_interrupt(spec.name, args.out, exc)
-            raise
-        return _finish(args, spec, result)
+    scheduler = None if args.scheduler is None else connect(args.scheduler, tls)
+    try:
+        with interrupt_on_signals():
+            try:
+                result = run_sweep(
+                    runs,
+                    args.out,
+                    run_fn=executor.simulate_config,
+                    jobs=args.jobs,
+                    scheduler=scheduler,
+                    spec=spec,
+                    progress=not args.quiet,
+                )
+            except executor.SweepInterrupted as exc:
+                _report_interrupt(spec.name, args.out, exc)
+                raise
+            return _finish(args, spec, result)
+    finally:
+        if scheduler is not None and not isinstance(scheduler, str):
+            scheduler.close()  # a TLS client we opened here
 
 
 def _report_interrupt(name: str, out: str, exc: Any) -> None:

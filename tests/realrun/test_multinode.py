@@ -7,9 +7,11 @@ random tag; only they are checked and deleted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -100,8 +102,17 @@ def test_two_node_run_meets_over_the_shaped_veth(
                    "-m", "realrun.worker", "--config", str(cfg), "--out", str(out)]
         procs.append(subprocess.Popen(["ip", "netns", "exec", ns, *cmd], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
-    results = [p.communicate(timeout=240) for p in procs]
+                                      text=True, start_new_session=True))
+    try:
+        results = [p.communicate(timeout=240) for p in procs]
+    finally:
+        # A failed or timed-out node must not outlive the test (its agent and ranks would keep
+        # training in a namespace the fixture is about to delete): stop each node's group.
+        for p in procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
     for p, (_, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err[-3000:]
     assert not (tmp_path / "unused").exists()  # only node 0 writes the run
