@@ -95,7 +95,7 @@ def recommendations(results: Results, metrics: pd.DataFrame) -> pd.DataFrame:
 
 #: What each compression cost source (``meta["compress_cost_source"]``, first word) rests on.
 _COST_NOTES = {
-    "cpu-measured": " (measured on the CPU that ran `compctl bench compressors --calibrate`).",
+    "cpu-measured": ": measured on the CPU that ran `compctl bench compressors --calibrate`.",
     "h100-reference": (
         ": published H100 times of top-k and SIDCo, memory-pass estimates at 3 TB/s for the "
         "other compressors (sim/compress/cost_source.py); not measured on the profile's GPU."
@@ -127,8 +127,8 @@ def assumptions(results: Results) -> list[str]:
         scale = cfg.get("compress_scale")
         if isinstance(scale, (int, float)) and scale != 1:
             out[
-                f"Compression times are scaled by compress_scale = {scale:g}: an assumed speed "
-                "of the target device relative to the calibration machine, not a measurement."
+                f"Compression times are scaled by compress_scale = {scale:g}: a what-if set in "
+                "the spec on top of the profile device's costs, not a measurement."
             ] = None
         if meta.get("source", "sim") == "sim":
             ref = table(meta, "workload").get("reference")
