@@ -93,6 +93,16 @@ def recommendations(results: Results, metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: What each compression cost source (``meta["compress_cost_source"]``, first word) rests on.
+_COST_NOTES = {
+    "cpu-measured": ": measured on the CPU that ran `compctl bench compressors --calibrate`.",
+    "h100-reference": (
+        ": published H100 times of top-k and SIDCo, memory-pass estimates at 3 TB/s for the "
+        "other compressors (sim/compress/cost_source.py); not measured on the profile's GPU."
+    ),
+}
+
+
 def assumptions(results: Results) -> list[str]:
     """Every assumption the loaded runs rest on that they did not measure, one sentence each."""
     out: dict[str, None] = {}
@@ -117,8 +127,8 @@ def assumptions(results: Results) -> list[str]:
         scale = cfg.get("compress_scale")
         if isinstance(scale, (int, float)) and scale != 1:
             out[
-                f"Compression times are scaled by compress_scale = {scale:g}: an assumed speed "
-                "of the target device relative to the calibration machine, not a measurement."
+                f"Compression times are scaled by compress_scale = {scale:g}: a what-if set in "
+                "the spec on top of the profile device's costs, not a measurement."
             ] = None
         if meta.get("source", "sim") == "sim":
             ref = table(meta, "workload").get("reference")
@@ -126,8 +136,16 @@ def assumptions(results: Results) -> list[str]:
                 out[
                     "Compute times are modelled, not measured: "
                     + ref.split(";")[0].removeprefix("device: ")
-                    + "; compression costs come from the calibration file of the machine that "
-                    "ran `compctl bench compressors --calibrate` (uncalibrated for that device)."
+                    + "."
+                ] = None
+            source = meta.get("compress_cost_source")
+            if isinstance(source, str) and source:
+                note = _COST_NOTES.get(source.split(" ")[0], ".")
+                out[f"Compression costs: {source}{note}"] = None
+            else:
+                out[
+                    "Compression costs: source not recorded (a run from before costs followed "
+                    "the profile's device, so CPU-calibrated)."
                 ] = None
             out[
                 f"The network is simulated ({meta.get('fidelity', 'analytic')} fidelity) from "

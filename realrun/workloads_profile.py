@@ -103,6 +103,7 @@ def measure_profile(name: str, *, iterations: int = 50, warmup: int = 10, thread
     return {
         "name": name,
         "description": wl.description + " (real workload: realrun.workloads)",
+        "device": "cpu",
         "reference": {
             "device": f"{platform.machine()} CPU, torch {torch.__version__}, {threads} thread(s)",
             "batch": f"{wl.default_batch_size} samples per worker",

@@ -133,7 +133,7 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         "--compress-scale",
         type=float,
         default=1.0,
-        help="scale the compressors' calibrated compression times (default: 1)",
+        help="scale the compression times of the profile's device (default: 1)",
     )
     p.add_argument(
         "--straggler-sigma",

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
+from sim.compress.cost_source import cost_source
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.progress import ProgressModel
 from sim.control.registry import make_policy, policy_info
@@ -200,6 +201,8 @@ class IterationModel:
         self.profile = profile
         self.overhead_s = overhead_s
         self.compress_scale = compress_scale
+        #: Compression costs of the profile's device (sim.compress.cost_source).
+        self.compress_costs = cost_source(profile.device)
         self.cluster = cluster
         self.dtype_bytes = dtype_bytes
         self.buckets = profile.buckets(bucket_bytes, dtype_bytes)
@@ -237,7 +240,10 @@ class IterationModel:
         for b in self.buckets:
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
             shapes.append(collective_shape(decision.collective, n, payload, self.cluster.intra))
-            comp.append(spec.compute_s(b.numel, decision.density) * self.compress_scale)
+            comp.append(
+                self.compress_costs.compute_s(spec.name, b.numel, decision.density)
+                * self.compress_scale
+            )
             total += payload.total_bytes
         p = DecisionPlan(
             decision,
@@ -694,6 +700,7 @@ def _meta(
             "buckets": len(model.buckets),
             "bucket_numel": [b.numel for b in model.buckets],
         },
+        "compress_cost_source": model.compress_costs.label,
         "network": model.cluster.summary(),
         "simulated_s": end_s,
         "versions": _versions(),

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sim.collectives import schedule_for
+from sim.compress.cost_source import cost_source
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
 
@@ -151,6 +152,8 @@ class StepwiseIterationModel:
         self.network = network
         self.overhead_s = overhead_s
         self.compress_scale = compress_scale
+        #: Compression costs of the profile's device (sim.compress.cost_source).
+        self.compress_costs = cost_source(profile.device)
         self.dtype_bytes = dtype_bytes
         self.ps_shards = ps_shards
         self.buckets = profile.buckets(bucket_bytes, dtype_bytes)
@@ -186,7 +189,10 @@ class StepwiseIterationModel:
             scheds.append(self.network.compile(s))
             alphas.append(terms.n_alpha)
             nbytes.append(terms.n_bytes)
-            comp.append(spec.compute_s(b.numel, decision.density) * self.compress_scale)
+            comp.append(
+                self.compress_costs.compute_s(spec.name, b.numel, decision.density)
+                * self.compress_scale
+            )
             total += payload.total_bytes
         p = StepwisePlan(
             decision,

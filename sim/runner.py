@@ -122,9 +122,9 @@ class SimConfig:
             the pacing link) or ``stepwise`` (per-worker compute, each collective's schedule
             over the topology's links, chunk pipelining; :mod:`sim.engine_stepwise`).
         compute_scale: multiplies the profile's compute times (slower or faster device).
-        compress_scale: multiplies the compressor specs' compression times (they are calibrated
-            on whatever machine ran ``compctl compress calibrate``; scale them to the profile's
-            reference device).
+        compress_scale: multiplies the compression times, which already follow the profile's
+            device (CPU calibration or the GPU reference, :mod:`sim.compress.cost_source`);
+            an explicit what-if (0 leaves compression out), 1.0 by default.
         overhead_s: a fixed time added to every iteration, serially after the optimizer step
             and counted in ``compute_s`` (framework bookkeeping, data loading, the real hook's
             per-iteration work; fitted by ``compctl validate --fit-calibration``). 0 by default.

@@ -2,7 +2,8 @@
 
 A profile is data (``sim/profiles/<name>.json``; format in docs/simulator.md): the layers in
 forward order with their parameter counts and a relative backward-compute weight, plus forward,
-backward and optimizer seconds per iteration on a stated reference device and batch.
+backward and optimizer seconds per iteration on a stated reference device and batch, and the kind
+of that device (``"device"``: ``"cpu"`` or ``"gpu"``), which picks the compression costs.
 :func:`load_profile` validates a profile; :meth:`WorkloadProfile.buckets` groups the gradients as
 torch DDP does (reverse layer order, a bucket closes once it holds ``bucket_bytes``) and says when
 in the backward pass each bucket becomes ready.
@@ -25,6 +26,10 @@ from sim.errors import InputError
 _PROFILE_MAX_BYTES = 16 << 20
 
 __all__ = ["Bucket", "WorkloadProfile", "PROFILE_DIR", "profile_names", "load_profile"]
+
+#: Kinds of device a profile's compute times may describe (``"device"`` in the JSON; default
+#: ``"cpu"``). Compression is charged at the cost of the same kind (sim.compress.cost_source).
+_DEVICES = ("cpu", "gpu")
 
 #: Directory of the built-in JSON profiles.
 PROFILE_DIR = Path(__file__).with_name("profiles")
@@ -58,6 +63,7 @@ class WorkloadProfile:
     optimizer_s: float
     description: str = ""
     reference: str = ""
+    device: str = "cpu"
 
     @property
     def total_params(self) -> int:
@@ -105,6 +111,7 @@ class WorkloadProfile:
             "backward_s": self.backward_s,
             "optimizer_s": self.optimizer_s,
             "reference": self.reference,
+            "device": self.device,
         }
 
 
@@ -145,6 +152,9 @@ def _parse(data: Any, where: str, default_name: str) -> WorkloadProfile:
         weights.append(_num(lw, "compute_weight", layer.get("compute_weight", float(p))))
     if sum(params) == 0:
         raise InputError(f"{where}: the profile has no parameters")
+    device = data.get("device", "cpu")
+    if device not in _DEVICES:
+        raise InputError(f"{where}: device must be one of {', '.join(_DEVICES)}, got {device!r}")
     ref = data.get("reference", "")
     if isinstance(ref, dict):
         ref = "; ".join(f"{k}: {v}" for k, v in ref.items())
@@ -158,6 +168,7 @@ def _parse(data: Any, where: str, default_name: str) -> WorkloadProfile:
         optimizer_s=_num(where, "optimizer_s", data.get("optimizer_s", 0.0)),
         description=str(data.get("description", "")),
         reference=str(ref),
+        device=str(device),
     )
 
 

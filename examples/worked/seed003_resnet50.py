@@ -11,14 +11,12 @@ bandwidth 25..1..25 Gbit/s, 12 steps of 30 s, the last step held), then
   is told the target) and the speed-up over dense
   and over fixed 0.01, plus the mean iteration time during the 360 s schedule.
 
-Two scenarios, because the compressors' compute-time calibration (``sim/compress/
-calibration.json``) was measured on a CPU, while the ResNet-50 profile's compute time is a GPU's:
+Two scenarios:
 
 * ``comm-only`` (the plot): compression compute time set to zero (``compress_scale=0``), as in
   seed 003's alpha-beta analysis; it isolates what the controllers do about the network;
-* ``calibrated``: the CPU-calibrated compression costs as they are (``compress_scale=1``; exact
-  top-k of 25.6 M elements costs about 2.7 s per iteration there), which make most compression
-  a loss on this profile.
+* ``calibrated``: the compression costs of the profile's device as they are (``compress_scale=1``;
+  ResNet-50 is a GPU profile, so the H100 reference of ``sim/compress/cost_source.py``).
 
 Usage::
 
@@ -59,7 +57,7 @@ POLICIES: tuple[tuple[str, str, dict[str, Any]], ...] = (
 PLOTTED = ("dense", "fixed 0.01", "dc2-aimd", "dc2-vegas", "dc2-pi", "dc2-budget", "moo", "oracle")
 SCHEDULE_S = 360.0  # 12 steps of 30 s
 ROOT = Path(__file__).resolve().parents[2]
-#: Scenario -> multiplier of the compressors' calibrated compute times (SimConfig.compress_scale).
+#: Scenario -> multiplier of the profile device's compression times (SimConfig.compress_scale).
 SCENARIOS: dict[str, float] = {"comm-only": 0.0, "calibrated": 1.0}
 
 

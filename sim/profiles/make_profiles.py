@@ -192,6 +192,7 @@ def build(name: str) -> dict[str, object]:
         return {
             "name": "tiny",
             "description": "Toy profile for tests: three layers, 250k parameters.",
+            "device": "cpu",
             "reference": {"how": "synthetic; compute times chosen for tests"},
             "forward_s": 0.001,
             "backward_s": 0.002,
@@ -208,6 +209,7 @@ def build(name: str) -> dict[str, object]:
     return {
         "name": name,
         "description": desc,
+        "device": "gpu",
         "reference": {
             "device": DEVICE,
             "batch": f"{samples} x {unit} per worker",

@@ -69,6 +69,9 @@ def test_the_assumptions_box_lists_borrowed_traces_and_assumed_scales(
     text = " ".join(notes)
     assert "borrowed from the captured" in text and "resnet50" in text
     assert "compress_scale = 0.05" in text
+    # resnet50 models a GPU: its compression costs are the GPU reference, and the box says so.
+    assert "Compression costs: h100-reference" in text
+    assert "cpu-measured" not in text
     assert "simulated" in text and "modelled, not measured" in text
     page = (out / "report.html").read_text()
     assert page.index("Assumptions behind these numbers") < page.index("<img")
