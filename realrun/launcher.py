@@ -162,6 +162,27 @@ def _suspicion(pid: int, cpu_then_s: float, lines: int, written_ns: int) -> tupl
     return (not stopped, not spinning, lines, written_ns)
 
 
+def _consequence_rank(code: int | None) -> int:
+    """How likely an exit is a consequence of another rank's failure (lower: a root cause).
+
+    When several ranks are found dead by the same poll, the one to blame is the one that died
+    first, which polling cannot see. A rank killed by a signal other than SIGABRT was killed from
+    outside or crashed by itself; gloo aborts (SIGABRT) or raises (exit 1) in the ranks whose
+    peer vanished, so those rank last; an input error (exit 2) is the rank's own.
+    """
+    if code is not None and code < 0 and -code != signal.SIGABRT:
+        return 0
+    if code == 2:
+        return 1
+    return 2
+
+
+def _blame(codes: list[int | None]) -> int:
+    """The failed rank to report among ``codes`` (exit codes, ``None`` while running)."""
+    failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+    return min(failed, key=lambda r: (_consequence_rank(codes[r]), r))
+
+
 class _Ranks:
     """The rank processes of this node, in one process group."""
 
@@ -195,7 +216,7 @@ class _Ranks:
             codes = [p.poll() for p in self.procs]
             failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
             if failed:
-                r = failed[0]
+                r = _blame(codes)
                 time.sleep(0.5)  # let the other ranks print their side of it
                 text = _tail(self.stderr[r])
                 status = codes[r]

@@ -153,3 +153,15 @@ def test_iteration_parts_never_exceed_the_iteration() -> None:
     assert split_iteration(0.05, 0.02, 0.01) == (0.02, 0.01, 0.05 - 0.01 - 0.02)
     assert split_iteration(0.01, 0.5, 0.5) == (0.0, 0.01, 0.0)
     assert split_iteration(0.03, 0.0, 0.0) == (0.0, 0.0, 0.03)
+
+
+def test_the_blamed_rank_is_the_root_cause_not_the_peer_that_aborted() -> None:
+    from realrun.launcher import _blame
+
+    # Rank 1 was SIGKILLed; rank 0 aborted in gloo because its peer vanished. Both are found dead
+    # by the same poll: blame rank 1.
+    assert _blame([-signal.SIGABRT, -signal.SIGKILL]) == 1
+    assert _blame([1, -signal.SIGSEGV]) == 1  # a crash outranks a peer's "connection closed"
+    assert _blame([-signal.SIGABRT, 2]) == 1  # an input error is the rank's own
+    assert _blame([1, None, 1]) == 0  # nothing tells them apart: the lowest rank
+    assert _blame([None, 0, -signal.SIGABRT]) == 2
