@@ -33,6 +33,7 @@ examples:
   compctl trace show seed003-steps
   compctl trace gen seed003 --param step_s=10 --out /tmp/s.csv
   compctl trace import pensieve norway.tsv --latency-ms 20 --out /tmp/norway.csv
+  compctl trace from-run runs/r1 --out /tmp/r1.csv
   compctl trace plot delay-highvar --out highvar.png
 """
 
@@ -83,12 +84,28 @@ _IMPORT_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _write(ts: TraceSet, out: str) -> None:
+_FROM_RUN_EPILOG = """\
+Inverts the alpha-beta cost of each iteration's collective (sim/collectives):
+comm_s = A latency + bytes_sent / bandwidth, A = the collective's latency count for the run's
+workers times the DDP buckets per iteration. Windows with several payload sizes (compressed and
+dense iterations) fit both by least squares; a window with one size holds the latency (previous
+window's fit, else --latency-ms, else 0: the bandwidth is then a lower bound). Values are
+clamped to [0, 10 s] and [1 kB/s, 10 TB/s]. Iteration 0 (connection setup) is skipped. Refuses
+simulated, failed or interrupted runs and runs with fewer than 4 usable iterations. The source
+run and method are stored in the file.
+
+examples:
+  compctl trace from-run runs/r1 --out r1.csv
+  compctl trace from-run runs/r1 --window-iters 50 --latency-ms 2 --out r1.parquet
+"""
+
+
+def _write(ts: TraceSet, out: str, notes: dict[str, str] | None = None) -> None:
     suffix = Path(out).suffix.lower()
     if suffix == ".csv":
-        write_trace_csv(ts, out)
+        write_trace_csv(ts, out, notes=notes)
     elif suffix in (".parquet", ".pq"):
-        write_trace_parquet(ts, out)
+        write_trace_parquet(ts, out, notes=notes)
     else:
         raise InputError(f"--out {out!r}: use a .csv or .parquet file name")
 
@@ -231,6 +248,32 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_from_run(args: argparse.Namespace) -> int:
+    from .fromrun import trace_from_run
+
+    _check_out(args.out, (".csv", ".parquet", ".pq"), force=args.force)
+    if args.window_s is not None and args.window_iters is not None:
+        raise InputError("give one of --window-s and --window-iters")
+    if args.latency_ms is not None and not (0 <= args.latency_ms <= 10_000):
+        raise InputError("--latency-ms must be in [0, 10000]")
+    ts, notes, fits = trace_from_run(
+        args.run,
+        window_s=args.window_s,
+        window_iters=args.window_iters,
+        latency_s=None if args.latency_ms is None else args.latency_ms * 1e-3,
+        name=args.name,
+    )
+    _write(ts, args.out, notes)
+    if not args.quiet:
+        for f in fits:
+            sys.stderr.write(
+                f"  from {f.start_s:9.3f} s  {f.rows:5d} it  latency "
+                f"{format_latency(f.latency_s):>10}  bandwidth {format_rate(f.bandwidth_Bps):>12}"
+                f"  ({f.method})\n"
+            )
+    return 0
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
     ts = resolve_trace(args.trace)
     summ = summarize(ts)
@@ -353,6 +396,24 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--tier", choices=("PREMIUM", "STANDARD", "any"), help="skyplane: network tier")
     p.add_argument("--list-regions", action="store_true", help="skyplane: list regions and exit")
     p.set_defaults(func=_cmd_import)
+
+    p = tsub.add_parser(
+        "from-run",
+        help="fit a replayable trace to a real run's measured collective times",
+        epilog=_FROM_RUN_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("run", metavar="RUN", help="folder of a complete `compctl real` run")
+    p.add_argument("--out", required=True, help="output .csv or .parquet")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+    p.add_argument("--window-s", type=float, help="fit one link state per this many seconds "
+                   "of run time (default 10)")
+    p.add_argument("--window-iters", type=int, help="fit one link state per this many iterations")
+    p.add_argument("--latency-ms", type=float, help="one-way latency to assume in windows with "
+                   "a single payload size, until a window fits one (default 0)")
+    p.add_argument("--name", help="name stored in the file (default from-run:RUN)")
+    p.add_argument("--quiet", action="store_true", help="no per-window summary on stderr")
+    p.set_defaults(func=_cmd_from_run)
 
     p = tsub.add_parser(
         "show",

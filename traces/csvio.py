@@ -19,7 +19,7 @@ import io
 import math
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -235,8 +235,24 @@ def _atomic_write(path: Path, data: bytes) -> None:
     atomic_write_bytes(path, data)
 
 
-def write_trace_csv(ts: TraceSet, path: str | os.PathLike[str]) -> None:
-    """Write ``ts`` as canonical CSV (atomically); floats in ``repr`` form round-trip exactly."""
+def _note_lines(notes: Mapping[str, str] | None) -> list[tuple[str, str]]:
+    """Provenance notes as (key, one-line value) pairs; keys must not shadow the format's."""
+    out = []
+    for k, v in (notes or {}).items():
+        if k in ("name", "period_s") or not k.isidentifier():
+            raise ValueError(f"bad trace note key {k!r}")
+        out.append((k, " ".join(str(v).split())))
+    return out
+
+
+def write_trace_csv(
+    ts: TraceSet, path: str | os.PathLike[str], *, notes: Mapping[str, str] | None = None
+) -> None:
+    """Write ``ts`` as canonical CSV (atomically); floats in ``repr`` form round-trip exactly.
+
+    ``notes`` (provenance, e.g. the source of a fitted trace) become ``# key: value`` comment
+    lines, which readers ignore.
+    """
     period = _period_of(ts)
     shared = ts.is_shared
     lossy = any(np.any(t.loss > 0) for t in ts.links.values())
@@ -244,6 +260,8 @@ def write_trace_csv(ts: TraceSet, path: str | os.PathLike[str]) -> None:
     buf.write(f"# name: {ts.name}\n")
     if period is not None:
         buf.write(f"# period_s: {period!r}\n")
+    for k, v in _note_lines(notes):
+        buf.write(f"# {k}: {v}\n")
     header = list(REQUIRED_COLUMNS) + (["loss"] if lossy else []) + ([] if shared else ["link"])
     buf.write(",".join(header) + "\n")
     for t, lat, bw, ls, lab in to_rows(ts):
@@ -253,8 +271,11 @@ def write_trace_csv(ts: TraceSet, path: str | os.PathLike[str]) -> None:
     _atomic_write(Path(path), buf.getvalue().encode())
 
 
-def write_trace_parquet(ts: TraceSet, path: str | os.PathLike[str]) -> None:
-    """Write ``ts`` as canonical Parquet (atomically)."""
+def write_trace_parquet(
+    ts: TraceSet, path: str | os.PathLike[str], *, notes: Mapping[str, str] | None = None
+) -> None:
+    """Write ``ts`` as canonical Parquet (atomically); ``notes`` go in the schema metadata as
+    ``compctl.<key>``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -272,6 +293,8 @@ def write_trace_parquet(ts: TraceSet, path: str | os.PathLike[str]) -> None:
     meta = {b"compctl.name": ts.name.encode()}
     if period is not None and not math.isnan(period):
         meta[b"compctl.period_s"] = repr(period).encode()
+    for k, v in _note_lines(notes):
+        meta[f"compctl.{k}".encode()] = v.encode()
     table = table.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
