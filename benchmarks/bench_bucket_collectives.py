@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         for trace in bundled_names():
             for workers in WORKERS:
                 res = _case(workload, trace, workers, args.samples)
-                for (compressor, density), (changed, whole_s, per_s) in zip(SETTINGS, res):
+                for (compressor, density), (changed, whole_s, per_s) in zip(SETTINGS, res, strict=True):
                     rows.append({
                         "workload": workload, "trace": trace, "workers": workers,
                         "compressor": compressor, "density": density, "changed": changed,

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.compress.spec import get_spec
 from sim.control.selector import (
     DEFAULT_ALLOWED,
     collective_time_s,
@@ -57,7 +57,7 @@ def test_agreeing_buckets_give_a_plain_decision() -> None:
 def _total_s(colls: tuple[str, ...], sizes: list[int], n: int, lat: float, bw: float,
              density: float, comp: str) -> float:
     return sum(collective_time_s(c, lat, bw, n, float(m), density, comp)
-               for c, m in zip(colls, sizes))
+               for c, m in zip(colls, sizes, strict=True))
 
 
 @settings(max_examples=200, deadline=None)
@@ -79,8 +79,6 @@ def test_per_bucket_total_never_exceeds_whole_message_choice(
     whole_s = _total_s(tuple(whole for _ in sizes), sizes, n, lat, bw, dens, comp)
     assert per_s <= whole_s * (1 + 1e-12)
     # ... nor than any single allowed collective used for every bucket.
-    from sim.compress.spec import get_spec
-
     for c in DEFAULT_ALLOWED:
         if get_spec(comp).supports(c):
             assert per_s <= _total_s(tuple(c for _ in sizes), sizes, n, lat, bw, dens, comp) * (
