@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ["COLLECTIVES", "Decision", "Observation", "Controller"]
+__all__ = ["COLLECTIVES", "Decision", "Observation", "Controller", "bucket_collectives_of"]
 
 #: Collectives known to the cost model, the simulator and the real-run hook.
 COLLECTIVES: tuple[str, ...] = (
@@ -87,6 +87,24 @@ class Decision:
             else:
                 runs.append([coll, 1])
         return ",".join(f"{c}*{k}" for c, k in runs)
+
+
+def bucket_collectives_of(label: str, n_buckets: int) -> list[str]:
+    """The per-bucket collectives a record's ``collective`` label stands for.
+
+    Inverse of :attr:`Decision.collective_label`: ``"ring"`` is ``ring`` for every one of
+    ``n_buckets`` buckets; ``"tree*3,ring*2"`` lists its buckets in order (buckets past the
+    list, if any, take its last collective: the label says nothing more about them).
+    """
+    if "*" not in label:
+        return [label] * max(n_buckets, 1)
+    out: list[str] = []
+    for part in label.split(","):
+        name, _, count = part.partition("*")
+        out.extend([name] * int(count))
+    if n_buckets > len(out):
+        out.extend([out[-1]] * (n_buckets - len(out)))
+    return out
 
 
 @dataclass(frozen=True)
