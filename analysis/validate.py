@@ -306,6 +306,7 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     agreement) = the difference of their median non-communication times (>= 0).
     """
     from sim.collectives import collective_terms
+    from sim.control.types import bucket_collectives_of
     from sim.workloads import load_profile
 
     cfg = meta.get("config") or {}
@@ -320,13 +321,15 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     both = _aligned(real, sim, skip)
     s_idx = sim.set_index("iteration").loc[both["iteration"]]
     n = int(cfg.get("nproc", 2))
-    n_alpha = np.array([
-        collective_terms(c, n, 1.0, 1.0).n_alpha for c in s_idx["collective"].astype(str)
-    ])
-    # Latency terms per iteration ~ buckets x terms per collective; buckets from the profile.
+    # Latency terms per iteration: the terms of every bucket's collective (buckets from the
+    # profile; a per-bucket label such as "tree*1,ring*3" names each bucket's collective).
     n_buckets = len(prof.buckets(float(cfg.get("bucket_cap_mb", 25.0)) * 2**20))
+    n_alpha = np.array([
+        sum(collective_terms(c, n, 1.0, 1.0).n_alpha for c in bucket_collectives_of(label, n_buckets))
+        for label in s_idx["collective"].astype(str)
+    ])
     per_alpha = (both["real_comm_s"].to_numpy(float) - both["sim_comm_s"].to_numpy(float)) / (
-        np.maximum(n_alpha * n_buckets, 1e-12)
+        np.maximum(n_alpha, 1e-12)
     )
     extra = float(np.nanmedian(per_alpha))
     cal = Calibration(scale, extra, name)

@@ -61,7 +61,9 @@ def compression_hook(
     buf = bucket.buffer()
     nbytes = buf.numel() * buf.element_size()
     cur.grad_bytes += nbytes
-    d = cur.decision
+    cur.bucket_bytes[bucket.index()] = nbytes
+    # With per-bucket collective choices ("auto"), this bucket's own collective.
+    d = cur.decision.for_bucket(bucket.index())
     if cur.warmup or (d.compressor == "none" and d.collective in SAME_INDEX):
         # Dense: nothing is left out, so the gain is exactly 1 (no gain terms needed). The
         # norm is only for observations and the VAR owner; without per-step agreement nobody

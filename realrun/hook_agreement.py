@@ -96,6 +96,8 @@ class Accum:
     gain_den: float = 0.0
     norm_sq: float = 0.0
     grad_bytes: int = 0
+    #: Dense bytes of each bucket seen, by bucket index.
+    bucket_bytes: dict[int, int] = field(default_factory=dict)
     last_entry: float = 0.0
     closed: bool = False
 

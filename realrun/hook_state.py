@@ -114,6 +114,9 @@ class CompressionHookState:
         self._cur: Accum | None = None
         self._last: IterationStats | None = None
         self._grad_bytes = 0
+        #: Dense bytes of each bucket, by bucket index, from the first post-warm-up iteration
+        #: (DDP's rebuilt buckets; equal on every rank), for per-bucket collective choice.
+        self._bucket_bytes: tuple[int, ...] = ()
         self._layouts: dict[str, tuple[str, ...]] = {}
         self._pending: Pending | None = None
         self.agree_each_step = bool(agree_each_step)
@@ -133,7 +136,9 @@ class CompressionHookState:
         last = self._last
         lat, bw = self.monitor.estimate()
         if last is None:
-            return Observation(self.step, self.world_size, self._grad_bytes)
+            return Observation(
+                self.step, self.world_size, self._grad_bytes, bucket_bytes=self._bucket_bytes
+            )
         return Observation(
             step=self.step,
             world_size=self.world_size,
@@ -146,6 +151,7 @@ class CompressionHookState:
             gain=last.gain,
             decision=last.decision,
             grad_norm=last.grad_norm,
+            bucket_bytes=self._bucket_bytes,
         )
 
     def _begin_iteration(self) -> Accum:
@@ -167,7 +173,7 @@ class CompressionHookState:
                 check_compatible(decision.compressor, decision.collective)
                 self._checked.add(decision)
         owner: int | None = None
-        if decision.collective.startswith("artopk"):
+        if any(c.startswith("artopk") for c in decision.collectives_used()):
             owner = (
                 self._var.owner(self.step)
                 if self._var is not None
@@ -208,6 +214,10 @@ class CompressionHookState:
         self.last_local = (cur, local)
         if self._grad_bytes == 0:
             self._grad_bytes = cur.grad_bytes
+        if not self._bucket_bytes and not cur.warmup and cur.bucket_bytes:
+            sizes = cur.bucket_bytes
+            if sorted(sizes) == list(range(len(sizes))):
+                self._bucket_bytes = tuple(sizes[i] for i in range(len(sizes)))
         if not self.agree_each_step:
             self._deferred.append((cur, local, iter_s is not None))
             self._cur = None
@@ -350,6 +360,7 @@ class CompressionHookState:
         return {
             "step": self.step,
             "grad_bytes": self._grad_bytes,
+            "bucket_bytes": self._bucket_bytes,
             "memory_name": self.memory_name,
             "memory": self.memory.state_dict(),
             "compressors": {k: c.state_dict() for k, c in self._compressors.items()},
@@ -369,6 +380,7 @@ class CompressionHookState:
             )
         self.step = int(state["step"])
         self._grad_bytes = int(state["grad_bytes"])
+        self._bucket_bytes = tuple(int(b) for b in state.get("bucket_bytes", ()))
         self.memory.load_state_dict(state["memory"])
         for name, sd in state["compressors"].items():
             self._compressor(name).load_state_dict(sd)

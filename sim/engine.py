@@ -231,15 +231,17 @@ class IterationModel:
         p = self._plans.get(decision)
         if p is not None:
             return p
-        check_compatible(decision.compressor, decision.collective)
+        for coll in decision.collectives_used():
+            check_compatible(decision.compressor, coll)
         spec = get_spec(decision.compressor)
         n = self.cluster.n_workers
         shapes = []
         comp = []
         total = 0.0
-        for b in self.buckets:
+        for i, b in enumerate(self.buckets):
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
-            shapes.append(collective_shape(decision.collective, n, payload, self.cluster.intra))
+            coll = decision.collective_for(i)
+            shapes.append(collective_shape(coll, n, payload, self.cluster.intra))
             comp.append(
                 self.compress_costs.compute_s(spec.name, b.numel, decision.density)
                 * self.compress_scale
@@ -564,12 +566,18 @@ def simulate(
 
     link = model.cluster.link
     world, grad_bytes = cfg.workers, model.grad_bytes
+    # Per-bucket sizes let "auto" price each bucket; the static-policy path reads them too.
+    bucket_sizes = tuple(b.numel * model.dtype_bytes for b in model.buckets)
     bar = _progress_bar(cfg.iterations, progress)
     nan = math.nan
 
     def training(env: simpy.Environment) -> Any:
         obs = Observation(
-            step=0, world_size=world, grad_bytes=grad_bytes, extra={"now_s": float(env.now)}
+            step=0,
+            world_size=world,
+            grad_bytes=grad_bytes,
+            extra={"now_s": float(env.now)},
+            bucket_bytes=bucket_sizes,
         )
         for it in range(cfg.iterations):
             state["factor"] = factor = stragglers.next_factor()
@@ -588,7 +596,7 @@ def simulate(
             cols["bytes_sent"].append(res.bytes_sent)
             cols["density"].append(decision.density)
             cols["compressor"].append(decision.compressor)
-            cols["collective"].append(decision.collective)
+            cols["collective"].append(decision.collective_label)
             cols["latency_s"].append(link.latency_at(start))
             cols["bandwidth_Bps"].append(link.bandwidth_at(start))
             cols["comm_s"].append(res.comm_s)
@@ -615,6 +623,7 @@ def simulate(
                 grad_norm=None if grads is None else grads.at(it + 1),
                 # The clock at the next decision is start + iter_s (the timeout below).
                 extra={"iteration_s": res.iter_s, "now_s": start + res.iter_s},
+                bucket_bytes=bucket_sizes,
             )
             if bar is not None and (it + 1) % 256 == 0:
                 bar.update(256)

@@ -174,16 +174,17 @@ class StepwiseIterationModel:
         p = self._plans.get(decision)
         if p is not None:
             return p
-        check_compatible(decision.compressor, decision.collective)
+        for coll in decision.collectives_used():
+            check_compatible(decision.compressor, coll)
         spec = get_spec(decision.compressor)
         n = self.topology.n_ranks
         g = self.topology.gpus_per_node
         scheds, alphas, nbytes, comp = [], [], [], []
         total = 0.0
-        for b in self.buckets:
+        for i, b in enumerate(self.buckets):
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
             s = schedule_for(
-                decision.collective, n, payload, gpus_per_node=g, ps_shards=self.ps_shards
+                decision.collective_for(i), n, payload, gpus_per_node=g, ps_shards=self.ps_shards
             )
             terms = s.terms("net")
             scheds.append(self.network.compile(s))

@@ -1,7 +1,9 @@
 """The ``compctl`` command: assembles each package's subcommands into one parser.
 
-Each package owns its subcommands in a ``cli`` module exposing ``register(subparsers)``; the
-modules import their heavy dependencies inside the handlers so ``compctl --help`` stays fast.
+Each package owns its subcommands in a ``cli`` module exposing ``register(subparsers)``. The
+entry point knows every subcommand's name, module and one-line help from :data:`COMMANDS`, so
+``compctl --help`` imports no subcommand module at all and ``compctl NAME ...`` imports only the
+module of NAME (which in turn imports its heavy dependencies, torch among them, only when needed).
 Bad input anywhere surfaces as :class:`sim.errors.InputError`: one line on stderr, exit status 2.
 """
 
@@ -17,18 +19,34 @@ from sim.errors import InputError
 
 __all__ = ["main", "build_parser"]
 
-#: Modules that contribute subcommands, in the order they appear in ``--help``.
-CLI_MODULES = (
-    "sim.cli_sim",
-    "sim.cli_list",
-    "sim.sweep.cli",
-    "traces.cli",
-    "sim.compress.cli",
-    "realrun.cli",
-    "realrun.capture_cli",
-    "realrun.calibrate_cli",
-    "analysis.cli",
+#: Every subcommand, in the order it appears in ``--help``: its name, the module whose
+#: ``register`` adds it, and its one-line help (the same text that module gives it; a test
+#: checks both agree). A module's subcommands are listed together.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("sim", "sim.cli_sim", "simulate data-parallel training over a network trace"),
+    ("cost", "sim.cli_sim", "closed-form time of one collective on a constant link"),
+    ("list", "sim.cli_list", "list policies, compressors, workloads or bundled traces"),
+    ("sweep", "sim.sweep.cli",
+     "run a sweep spec (policies x traces x scales x seeds), then write its report"),
+    ("trace", "traces.cli", "list, generate, import, show and plot network traces"),
+    ("bench", "sim.compress.cli", "benchmarks (compressors)"),
+    ("real", "realrun.cli",
+     "real multi-process DDP training with a controller (records in the sim schema)"),
+    ("validate", "realrun.cli",
+     "compare a real run with the simulator's prediction (MAPE, correlation, plot)"),
+    ("capture", "realrun.capture_cli", "train a real workload and record its gradient trace"),
+    ("convergence-run", "realrun.capture_cli",
+     "real compressed runs (fixed or scheduled density)"),
+    ("convergence-calibrate", "realrun.capture_cli", "fit the convergence model to real runs"),
+    ("convergence-predict", "realrun.capture_cli", "predicted progress and time-to-target"),
+    ("calibrate", "realrun.calibrate_cli",
+     "fit transport parameters to allreduce measurements (or measure this machine)"),
+    ("report", "analysis.cli",
+     "write an HTML report (plots + tables) of a sweep, run or folder of runs"),
 )
+
+#: Modules that contribute subcommands, in ``--help`` order.
+CLI_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
 
 _EPILOG = """\
 examples:
@@ -51,8 +69,14 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``compctl`` parser with every package's subcommands."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``compctl`` parser.
+
+    With no ``command``, every package's subcommands are built in full (importing every CLI
+    module). With a ``command`` name, only that subcommand's module is imported and its
+    subcommands built in full; the others are listed by name and help only, which is all that
+    ``compctl --help`` shows. An unknown name builds no module (argparse then rejects it).
+    """
     parser = argparse.ArgumentParser(
         prog="compctl",
         description=(
@@ -68,9 +92,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"compctl {_version()}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in CLI_MODULES:
-        importlib.import_module(mod).register(sub)
+    wanted = {module for name, module, _ in COMMANDS if command is None or name == command}
+    registered: set[str] = set()
+    for name, module, help_text in COMMANDS:
+        if module not in wanted:
+            sub.add_parser(name, help=help_text)  # listed only; never parsed into
+        elif module not in registered:
+            importlib.import_module(module).register(sub)
+            registered.add(module)
     return parser
+
+
+def _command_name(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``: the first word that is not a top-level option."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,8 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_name(words) or "")
+    args = parser.parse_args(words)
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(levelname)s %(name)s: %(message)s",

@@ -14,7 +14,7 @@ import math
 
 from sim.compress.spec import check_compatible, get_spec
 
-from .selector import DEFAULT_ALLOWED, select_collective
+from .selector import DEFAULT_ALLOWED, select_decision
 from .types import COLLECTIVES, Decision, Observation
 
 __all__ = [
@@ -107,11 +107,12 @@ class DecisionBuilder:
         density = 1.0 if dense else float(density)
         collective = self.dense_collective if dense else self.collective
         if collective == AUTO:
-            collective = select_collective(
+            return select_decision(
                 obs.latency_s,
                 obs.bandwidth_Bps,
                 obs.world_size,
                 float(obs.grad_bytes),
+                obs.bucket_bytes,
                 density,
                 compressor,
                 allowed=self.allowed,

@@ -7,6 +7,12 @@ costed with :mod:`sim.collectives` and the cheapest wins (ties go to the earlier
 seed 003 crossover conditions exactly (tests check it on a random grid), because the cost model's
 terms are the seed's closed forms.
 
+Per bucket (:func:`select_bucket_collectives`, :func:`select_decision`): each gradient bucket is
+priced with its own size and payload and gets its own cheapest collective, so a small,
+latency-bound bucket can go over ``tree`` while a large, bandwidth-bound one goes over ``ring``.
+Buckets are exchanged one after another, so the per-bucket total is the sum over buckets and is
+never above the total of any single collective used for every bucket.
+
 ``rhd`` and ``hierarchical`` are not in the default candidate list: in the single-link alpha-beta
 model ``rhd`` dominates ring and tree for every message size (a model artefact; NCCL offers ring
 and tree), and ``hierarchical`` needs two link classes. Pass ``allowed=`` to include them.
@@ -22,14 +28,16 @@ from sim.collectives import AlphaBeta, payload_terms
 from sim.compress.spec import Payload, get_spec
 from sim.errors import InputError
 
-from .types import COLLECTIVES
+from .types import COLLECTIVES, Decision
 
 __all__ = [
     "DEFAULT_ALLOWED",
     "cheapest_collective",
     "collective_cost_terms",
     "collective_time_s",
+    "select_bucket_collectives",
     "select_collective",
+    "select_decision",
 ]
 
 #: Collectives considered by default: those of seed 003 plus the parameter server.
@@ -102,6 +110,81 @@ def cheapest_collective(
     return best, best_s
 
 
+def _candidates(allowed: tuple[str, ...], compressor: str) -> tuple[str, ...]:
+    unknown = [c for c in allowed if c not in COLLECTIVES]
+    if unknown:
+        raise InputError(f"unknown collective {unknown[0]!r}; known: {', '.join(COLLECTIVES)}")
+    spec = get_spec(compressor)
+    candidates = tuple(c for c in allowed if spec.supports(c))
+    if not candidates:
+        raise InputError(
+            f"compressor {compressor!r} can use none of {', '.join(allowed)}; "
+            f"it supports: {', '.join(spec.collectives)}"
+        )
+    return candidates
+
+
+def select_bucket_collectives(
+    alpha_s: float | None,
+    bandwidth_Bps: float | None,
+    n: int,
+    bucket_bytes: tuple[float, ...],
+    density: float,
+    compressor: str,
+    *,
+    allowed: tuple[str, ...] = DEFAULT_ALLOWED,
+) -> tuple[str, ...]:
+    """The cheapest collective in ``allowed`` for each bucket of ``bucket_bytes`` (dense bytes
+    per worker), each priced with its own payload; same rules as :func:`select_collective`."""
+    candidates = _candidates(allowed, compressor)
+    if bandwidth_Bps is None or not bandwidth_Bps > 0.0 or not math.isfinite(bandwidth_Bps):
+        return tuple(candidates[0] for _ in bucket_bytes)
+    alpha = 0.0 if alpha_s is None else max(0.0, float(alpha_s))
+    memo: dict[float, str] = {}
+    out = []
+    for m in bucket_bytes:
+        key = float(m)
+        if key not in memo:
+            memo[key] = cheapest_collective(
+                candidates, alpha, bandwidth_Bps, n, key, density, compressor
+            )[0]
+        out.append(memo[key])
+    return tuple(out)
+
+
+def select_decision(
+    alpha_s: float | None,
+    bandwidth_Bps: float | None,
+    n: int,
+    grad_bytes: float,
+    bucket_bytes: tuple[int, ...],
+    density: float,
+    compressor: str,
+    *,
+    allowed: tuple[str, ...] = DEFAULT_ALLOWED,
+) -> Decision:
+    """The ``"auto"`` :class:`Decision` for ``compressor`` at ``density``.
+
+    Without bucket sizes the whole gradient (``grad_bytes``) is priced as one message. With
+    them every bucket gets its own cheapest collective; when they all agree the decision names
+    that one collective, otherwise ``collective`` is the largest bucket's choice and
+    ``bucket_collectives`` lists every bucket's.
+    """
+    if not bucket_bytes:
+        coll = select_collective(
+            alpha_s, bandwidth_Bps, n, grad_bytes, density, compressor, allowed=allowed
+        )
+        return Decision(compressor, density, coll)
+    colls = select_bucket_collectives(
+        alpha_s, bandwidth_Bps, n, tuple(float(b) for b in bucket_bytes), density, compressor,
+        allowed=allowed,
+    )
+    if len(set(colls)) == 1:
+        return Decision(compressor, density, colls[0])
+    largest = max(range(len(colls)), key=lambda i: bucket_bytes[i])
+    return Decision(compressor, density, colls[largest], colls)
+
+
 def select_collective(
     alpha_s: float | None,
     bandwidth_Bps: float | None,
@@ -118,16 +201,7 @@ def select_collective(
     bandwidth there is nothing to rank by and the first compatible collective in ``allowed`` is
     returned. :class:`InputError` if none of ``allowed`` is compatible or a name is unknown.
     """
-    unknown = [c for c in allowed if c not in COLLECTIVES]
-    if unknown:
-        raise InputError(f"unknown collective {unknown[0]!r}; known: {', '.join(COLLECTIVES)}")
-    spec = get_spec(compressor)
-    candidates = tuple(c for c in allowed if spec.supports(c))
-    if not candidates:
-        raise InputError(
-            f"compressor {compressor!r} can use none of {', '.join(allowed)}; "
-            f"it supports: {', '.join(spec.collectives)}"
-        )
+    candidates = _candidates(allowed, compressor)
     if bandwidth_Bps is None or not bandwidth_Bps > 0.0 or not math.isfinite(bandwidth_Bps):
         return candidates[0]
     alpha = 0.0 if alpha_s is None else max(0.0, float(alpha_s))

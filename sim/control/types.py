@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ["COLLECTIVES", "Decision", "Observation", "Controller"]
+__all__ = ["COLLECTIVES", "Decision", "Observation", "Controller", "bucket_collectives_of"]
 
 #: Collectives known to the cost model, the simulator and the real-run hook.
 COLLECTIVES: tuple[str, ...] = (
@@ -33,12 +33,17 @@ class Decision:
     Attributes:
         compressor: registry key of the compressor (``"none"`` for dense).
         density: fraction of elements kept, in (0, 1]; 1.0 means dense.
-        collective: one of :data:`COLLECTIVES`.
+        collective: one of :data:`COLLECTIVES`; with per-bucket choices, the choice of the
+            largest bucket.
+        bucket_collectives: per-bucket collectives, indexed by bucket (bucket 0 first), when
+            they differ between buckets; empty (the default) means every bucket uses
+            ``collective``.
     """
 
     compressor: str = "none"
     density: float = 1.0
     collective: str = "ring"
+    bucket_collectives: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not (0.0 < self.density <= 1.0):
@@ -47,6 +52,59 @@ class Decision:
             raise ValueError(
                 f"unknown collective {self.collective!r}; known: {', '.join(COLLECTIVES)}"
             )
+        for coll in self.bucket_collectives:
+            if coll not in COLLECTIVES:
+                raise ValueError(
+                    f"unknown collective {coll!r}; known: {', '.join(COLLECTIVES)}"
+                )
+
+    def collective_for(self, bucket: int) -> str:
+        """The collective of bucket ``bucket`` (``collective`` past the per-bucket list)."""
+        if 0 <= bucket < len(self.bucket_collectives):
+            return self.bucket_collectives[bucket]
+        return self.collective
+
+    def for_bucket(self, bucket: int) -> Decision:
+        """This decision as bucket ``bucket`` carries it: one collective, no per-bucket list."""
+        if not self.bucket_collectives:
+            return self
+        return Decision(self.compressor, self.density, self.collective_for(bucket))
+
+    def collectives_used(self) -> tuple[str, ...]:
+        """The distinct collectives this decision uses, in first-use order."""
+        return tuple(dict.fromkeys(self.bucket_collectives or (self.collective,)))
+
+    @property
+    def collective_label(self) -> str:
+        """What the records show: the collective, or, when buckets differ, the per-bucket
+        choices run-length encoded in bucket order (``"tree*3,ring*2"``)."""
+        if not self.bucket_collectives:
+            return self.collective
+        runs: list[list[object]] = []
+        for coll in self.bucket_collectives:
+            if runs and runs[-1][0] == coll:
+                runs[-1][1] = int(runs[-1][1]) + 1  # type: ignore[call-overload]
+            else:
+                runs.append([coll, 1])
+        return ",".join(f"{c}*{k}" for c, k in runs)
+
+
+def bucket_collectives_of(label: str, n_buckets: int) -> list[str]:
+    """The per-bucket collectives a record's ``collective`` label stands for.
+
+    Inverse of :attr:`Decision.collective_label`: ``"ring"`` is ``ring`` for every one of
+    ``n_buckets`` buckets; ``"tree*3,ring*2"`` lists its buckets in order (buckets past the
+    list, if any, take its last collective: the label says nothing more about them).
+    """
+    if "*" not in label:
+        return [label] * max(n_buckets, 1)
+    out: list[str] = []
+    for part in label.split(","):
+        name, _, count = part.partition("*")
+        out.extend([name] * int(count))
+    if n_buckets > len(out):
+        out.extend([out[-1]] * (n_buckets - len(out)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -55,7 +113,8 @@ class Observation:
 
     Timings are measured values agreed across ranks (max over ranks in real runs); the latency
     and bandwidth are the monitor's estimates, not ground truth. ``None`` means "not measured
-    yet" (the first step).
+    yet" (the first step). ``bucket_bytes`` are the dense gradient bytes of each bucket per
+    worker, indexed by bucket (empty when unknown: the whole gradient is then one message).
     """
 
     step: int
@@ -71,6 +130,7 @@ class Observation:
     grad_norm: float | None = None
     progress: float | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    bucket_bytes: tuple[int, ...] = ()
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ from realrun.emulation import HookEmulator
 from realrun.hook import CompressionHookState, compression_hook
 from realrun.traceplayer import TracePlayer
 from sim.control import make_policy
+from sim.control.types import Decision, Observation
 from sim.errors import InputError
 from traces.model import PiecewiseTrace
 
@@ -182,6 +183,55 @@ def _checkpoint(rank: int, world: int) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------ scenario: per-bucket collectives
+class _PerBucket:
+    """A controller that sees the bucket sizes and sends bucket 0 over tree, the rest over ring."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, ...]] = []
+
+    def reset(self, *, seed: int) -> None:
+        """Stateless."""
+
+    def decide(self, obs: Observation) -> Decision:
+        self.seen.append(obs.bucket_bytes)
+        if not obs.bucket_bytes:
+            return Decision()
+        colls = ("tree",) + ("ring",) * (len(obs.bucket_bytes) - 1)
+        return Decision("none", 1.0, "ring", colls)
+
+
+def _per_bucket(rank: int, world: int) -> dict[str, Any]:
+    import realrun.hook as hook_mod
+
+    used: list[tuple[int, str]] = []
+    real = hook_mod.dense_async
+
+    def spy(state: Any, cur: Any, buf: torch.Tensor, collective: str) -> Any:
+        used.append((cur.iteration, collective))
+        return real(state, cur, buf, collective)
+
+    hook_mod.dense_async = spy  # type: ignore[assignment]
+    try:
+        ctl = _PerBucket()
+        torch.manual_seed(0)
+        # The last layer (1.1 MB) overflows DDP's 1 MB first bucket: >= 2 buckets after rebuild.
+        net = nn.Sequential(nn.Linear(12, 400), nn.Tanh(), nn.Linear(400, 700))
+        ddp = DDP(net, bucket_cap_mb=0.5)
+        state = CompressionHookState(controller=ctl, world_size=world, rank=rank)
+        ddp.register_comm_hook(state, compression_hook)
+        gen = torch.Generator().manual_seed(5 + rank)
+        for _ in range(4):
+            x = torch.randn(8, 12, generator=gen)
+            ddp(x).pow(2).sum().backward()
+            state.end_iteration(iter_s=0.0)
+        state.flush()
+    finally:
+        hook_mod.dense_async = real  # type: ignore[assignment]
+    return {"seen": ctl.seen, "used": used,
+            "sizes": [p.numel() * 4 for p in ddp.parameters()]}
+
+
 def _all(rank: int, world: int) -> dict[str, Any]:
     return {
         "dense": _dense(rank, world),
@@ -189,6 +239,7 @@ def _all(rank: int, world: int) -> dict[str, Any]:
         "artopk-ring": _sparse(rank, world, "artopk-ring"),
         "decisions": _decisions(rank, world),
         "checkpoint": _checkpoint(rank, world),
+        "per_bucket": _per_bucket(rank, world),
     }
 
 
@@ -255,6 +306,21 @@ def test_error_feedback_state_survives_checkpoint(ranks: list[dict[str, Any]]) -
         assert ck["same_residuals"]
         assert ck["same_params"]
         assert ck["steps"] == (10, 10)
+
+
+def test_hook_uses_each_buckets_own_collective(ranks: list[dict[str, Any]]) -> None:
+    for r in ranks:
+        pb = r["per_bucket"]
+        # After the warm-up iteration the controller sees every bucket's dense bytes...
+        sizes = [s for s in pb["seen"] if s]
+        assert sizes and sum(sizes[0]) == sum(pb["sizes"]) and len(sizes[0]) > 1
+        # ... and the hook sends bucket 0 over tree and the others over ring.
+        by_iter: dict[int, list[str]] = {}
+        for it, coll in pb["used"]:
+            by_iter.setdefault(it, []).append(coll)
+        decided = [colls for it, colls in sorted(by_iter.items()) if it >= 2]
+        assert decided and all(c[0] == "tree" and set(c[1:]) == {"ring"} for c in decided)
+    assert ranks[0]["per_bucket"]["used"] == ranks[1]["per_bucket"]["used"]
 
 
 def test_state_rejects_bad_arguments() -> None:

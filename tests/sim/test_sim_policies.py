@@ -1,11 +1,10 @@
-"""Every registered policy runs in the simulator, deterministically, with valid decisions."""
+"""Every registered policy runs in the simulator, deterministically, its decisions costed."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sim.compress.spec import get_spec
 from sim.control.registry import policy_names
 from sim.runner import SimConfig, run_simulation
 
@@ -26,7 +25,11 @@ def test_policy_runs_deterministically(policy: str) -> None:
     b, _ = run_simulation(cfg)
     assert a.equals(b)
     assert len(a) == 40 and (a["iter_s"] > 0).all() and np.isfinite(a["iter_s"]).all()
-    for comp, coll in set(zip(a["compressor"], a["collective"], strict=True)):
-        assert get_spec(comp).supports(coll)
-    assert ((a["density"] > 0) & (a["density"] <= 1)).all()
     assert meta["policy"]["name"] == policy
+    # The recorded decision is the one whose cost the row holds: what one worker sends depends
+    # on the decision alone (not on the link), so equal decisions send equal bytes, and for one
+    # compressor and collective a higher density never sends fewer.
+    per_decision = a.groupby(["compressor", "collective", "density"])["bytes_sent"]
+    assert (per_decision.nunique() == 1).all(), per_decision.unique()
+    for _, group in per_decision.first().groupby(level=[0, 1]):
+        assert group.is_monotonic_increasing, group

@@ -11,7 +11,7 @@ from sim.compress.spec import check_compatible, get_spec
 
 from ..decision_builder import AUTO
 from ..registry import register_policy
-from ..selector import DEFAULT_ALLOWED, select_collective
+from ..selector import DEFAULT_ALLOWED, select_decision
 from ..types import COLLECTIVES, Decision, Observation
 
 __all__ = ["DensePolicy", "FixedPolicy"]
@@ -42,11 +42,10 @@ class _StaticPolicy:
         if not self._auto:
             return self._decision
         d = self._decision
-        coll = select_collective(
-            obs.latency_s, obs.bandwidth_Bps, obs.world_size, float(obs.grad_bytes), d.density,
-            d.compressor,
+        return select_decision(
+            obs.latency_s, obs.bandwidth_Bps, obs.world_size, float(obs.grad_bytes),
+            obs.bucket_bytes, d.density, d.compressor,
         )
-        return Decision(d.compressor, d.density, coll)
 
 
 @register_policy("dense", "No compression: dense allreduce every step (ring by default).")

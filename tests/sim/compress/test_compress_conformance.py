@@ -45,6 +45,9 @@ def test_shapes_and_dtypes_round_trip(name: str, device: str, dtype: torch.dtype
     assert out.shape == x.shape and out.dtype == dtype and out.device == x.device
     assert all(t.device == x.device for t in c.tensors)
     assert torch.isfinite(out).all()
+    # Not only the shape: what comes back points the way the input does (a compressor that
+    # returned zeros or noise of the right shape fails here).
+    assert float((out.double() * x.double()).sum()) > 0, f"{name}: output unrelated to input"
     agg = comp.aggregate([out, out])
     assert agg.shape == x.shape
 

@@ -78,16 +78,20 @@ def test_reset_restores_initial_behaviour(name: str) -> None:
     assert first == again
 
 
-def _forbid_in_control(monkeypatch: pytest.MonkeyPatch, module: Any, attr: str) -> None:
+def _forbid_in_control(
+    monkeypatch: pytest.MonkeyPatch, module: Any, attr: str, violations: list[str]
+) -> None:
     """Make ``module.attr`` raise when called from sim.control code (other callers, such as
-    logging or pytest itself, are passed through)."""
+    logging or pytest itself, are passed through), and note the call in ``violations`` (so a
+    policy that swallows the error is caught too)."""
     original = getattr(module, attr)
 
     def guard(*args: Any, **kwargs: Any) -> Any:
         caller = inspect.currentframe().f_back  # type: ignore[union-attr]
         name = caller.f_globals.get("__name__", "") if caller is not None else ""
         if name.startswith("sim.control") or name.startswith("_control_"):
-            raise AssertionError(f"{module.__name__}.{attr} called from {name}")
+            violations.append(f"{module.__name__}.{attr} called from {name}")
+            raise AssertionError(violations[-1])
         return original(*args, **kwargs)
 
     monkeypatch.setattr(module, attr, guard)
@@ -114,19 +118,44 @@ _FORBIDDEN = [
 ]
 
 
-def _forbid_all(monkeypatch: pytest.MonkeyPatch) -> None:
+def _forbid_all(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    violations: list[str] = []
     for module, attr in _FORBIDDEN:
-        _forbid_in_control(monkeypatch, module, attr)
+        _forbid_in_control(monkeypatch, module, attr, violations)
+    return violations
 
 
 @pytest.mark.parametrize("name", policy_names())
 def test_no_wall_clock_or_global_rng(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _forbid_all(monkeypatch)
-    run_closed_loop(_build(name, 11), LINK, STEPS, grad_norm_at=_grad_norm)
+    violations = _forbid_all(monkeypatch)
+    steps = run_closed_loop(_build(name, 11), LINK, STEPS, grad_norm_at=_grad_norm)
+    assert len(steps) == STEPS
+    assert violations == []
+
+
+def test_control_code_binds_no_clock_or_rng_function_by_name() -> None:
+    """``from time import monotonic`` would slip past the guard above, which patches the module
+    attribute: control code must reach those functions through their module."""
+    import ast
+    from pathlib import Path
+
+    import sim.control
+
+    forbidden = {mod.__name__: {a for m, a in _FORBIDDEN if m is mod} for mod, _ in _FORBIDDEN}
+    found: list[str] = []
+    for path in sorted(Path(sim.control.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module in forbidden:
+                bad = [a.name for a in node.names if a.name in forbidden[node.module] | {"*"}]
+                found += [f"{path.name}:{node.lineno}: from {node.module} import {b}" for b in bad]
+            elif isinstance(node, ast.ImportFrom) and node.module == "numpy":
+                found += [f"{path.name}:{node.lineno}: from numpy import random"
+                          for a in node.names if a.name == "random"]
+    assert found == []
 
 
 def test_the_purity_guard_catches_control_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    _forbid_all(monkeypatch)
+    violations = _forbid_all(monkeypatch)
     namespace: dict[str, Any] = {"__name__": "sim.control.fake", "time": time, "np": np}
     exec("def bad():\n    return time.monotonic()\n", namespace)
     with pytest.raises(AssertionError, match="monotonic"):
@@ -134,6 +163,7 @@ def test_the_purity_guard_catches_control_code(monkeypatch: pytest.MonkeyPatch) 
     exec("def bad_rng():\n    return np.random.rand()\n", namespace)
     with pytest.raises(AssertionError, match="rand"):
         namespace["bad_rng"]()
+    assert len(violations) == 2
 
 
 def test_every_policy_has_a_description_and_keyword_parameters() -> None:
