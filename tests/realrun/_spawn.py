@@ -3,11 +3,14 @@
 Rendezvous goes through a FileStore in a temp folder (no TCP port to race for), and every rank
 passes a barrier before it destroys the process group: no rank tears down its gloo context while
 another still talks to it, which used to abort a rank now and then ("terminate called without an
-active exception").
+active exception"). A rank that has saved its result exits with ``os._exit`` so that
+interpreter teardown cannot abort it either.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +31,11 @@ def _entry(rank: int, fn: Callable[..., Any], world: int, out: str, args: tuple)
         dist.barrier()
     finally:
         dist.destroy_process_group()
+    # The result is saved: leave without interpreter teardown, where gloo's threads can still
+    # be destroyed in an order that aborts the process (seen under load even after the barrier).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_ranks(fn: Callable[..., Any], world: int = 2, *args: Any) -> list[Any]:
