@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from sim.compress.cost_source import cost_source
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.progress import ProgressModel
 from sim.control.registry import make_policy, policy_info
@@ -56,6 +55,7 @@ from traces.model import PiecewiseTrace, TraceSet
 
 from .cluster import Cluster, StragglerModel, unroll_horizon_s
 from .collectives import IntraNodeLink, collective_shape
+from .workload_costs import WorkloadCosts
 from .workloads import WorkloadProfile, load_profile
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class IterationResult:
     straggler_wait_s: float = 0.0
 
 
-class IterationModel:
+class IterationModel(WorkloadCosts):
     """The per-iteration arithmetic for one workload on one cluster."""
 
     def __init__(
@@ -198,17 +198,10 @@ class IterationModel:
         dtype_bytes: int = 4,
         overhead_s: float = 0.0,
     ) -> None:
-        self.profile = profile
-        self.overhead_s = overhead_s
-        self.compress_scale = compress_scale
-        #: Compression costs of the profile's device (sim.compress.cost_source).
-        self.compress_costs = cost_source(profile.device)
+        super().__init__(profile, bucket_bytes=bucket_bytes, compute_scale=compute_scale,
+                         compress_scale=compress_scale, dtype_bytes=dtype_bytes,
+                         overhead_s=overhead_s)
         self.cluster = cluster
-        self.dtype_bytes = dtype_bytes
-        self.buckets = profile.buckets(bucket_bytes, dtype_bytes)
-        self.forward_s = profile.forward_s * compute_scale
-        self.backward_s = profile.backward_s * compute_scale
-        self.optimizer_s = profile.optimizer_s * compute_scale
         self._ready_frac = [b.ready_frac for b in self.buckets]
         self._plans: dict[Decision, DecisionPlan] = {}
         self._link = cluster.link
@@ -220,11 +213,6 @@ class IterationModel:
         self._seg_bw: list[float] = cluster.link.bandwidth_Bps.tolist()
         last_end = cluster.link.period_s if cluster.link.period_s is not None else math.inf
         self._seg_end: list[float] = self._seg_t[1:] + [last_end]
-
-    @property
-    def grad_bytes(self) -> int:
-        """Dense gradient bytes per worker."""
-        return self.profile.grad_bytes(self.dtype_bytes)
 
     def plan(self, decision: Decision) -> DecisionPlan:
         """The cached :class:`DecisionPlan` of ``decision``; :class:`InputError` if impossible."""
@@ -242,10 +230,7 @@ class IterationModel:
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
             coll = decision.collective_for(i)
             shapes.append(collective_shape(coll, n, payload, self.cluster.intra))
-            comp.append(
-                self.compress_costs.compute_s(spec.name, b.numel, decision.density)
-                * self.compress_scale
-            )
+            comp.append(self.bucket_compress_s(spec, b, decision.density))
             total += payload.total_bytes
         p = DecisionPlan(
             decision,

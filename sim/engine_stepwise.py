@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sim.collectives import schedule_for
-from sim.compress.cost_source import cost_source
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
 
@@ -38,6 +37,7 @@ from .cluster import Cluster
 from .engine import IterationResult
 from .stepwise_net import CompiledSchedule, StepwiseNetwork
 from .topology import Topology, WorkerSpec
+from .workload_costs import WorkloadCosts
 from .workloads import WorkloadProfile
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class WorkerFactors:
         return Factors(f, pause)
 
 
-class StepwiseIterationModel:
+class StepwiseIterationModel(WorkloadCosts):
     """Per-iteration model at the stepwise level (same interface as the analytic model)."""
 
     def __init__(
@@ -146,28 +146,16 @@ class StepwiseIterationModel:
         overhead_s: float = 0.0,
         ps_shards: int = 1,
     ) -> None:
-        self.profile = profile
+        super().__init__(profile, bucket_bytes=bucket_bytes, compute_scale=compute_scale,
+                         compress_scale=compress_scale, dtype_bytes=dtype_bytes,
+                         overhead_s=overhead_s)
         self.cluster = cluster
         self.topology = topology
         self.network = network
-        self.overhead_s = overhead_s
-        self.compress_scale = compress_scale
-        #: Compression costs of the profile's device (sim.compress.cost_source).
-        self.compress_costs = cost_source(profile.device)
-        self.dtype_bytes = dtype_bytes
         self.ps_shards = ps_shards
-        self.buckets = profile.buckets(bucket_bytes, dtype_bytes)
-        self.forward_s = profile.forward_s * compute_scale
-        self.backward_s = profile.backward_s * compute_scale
-        self.optimizer_s = profile.optimizer_s * compute_scale
         self._frac = np.array([b.ready_frac for b in self.buckets])
         self._plans: dict[Decision, StepwisePlan] = {}
         self._ones = Factors(np.ones(topology.n_ranks), np.zeros(topology.n_ranks))
-
-    @property
-    def grad_bytes(self) -> int:
-        """Dense gradient bytes per worker."""
-        return self.profile.grad_bytes(self.dtype_bytes)
 
     def plan(self, decision: Decision) -> StepwisePlan:
         """The cached :class:`StepwisePlan` of ``decision``; :class:`InputError` if impossible."""
@@ -190,10 +178,7 @@ class StepwiseIterationModel:
             scheds.append(self.network.compile(s))
             alphas.append(terms.n_alpha)
             nbytes.append(terms.n_bytes)
-            comp.append(
-                self.compress_costs.compute_s(spec.name, b.numel, decision.density)
-                * self.compress_scale
-            )
+            comp.append(self.bucket_compress_s(spec, b, decision.density))
             total += payload.total_bytes
         p = StepwisePlan(
             decision,

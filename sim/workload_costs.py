@@ -1,0 +1,48 @@
+"""What both iteration models (analytic and stepwise) charge a workload, apart from the network.
+
+One place for the per-worker compute times (scaled), the gradient buckets and the compression
+cost of a bucket, priced from the profile's device (:mod:`sim.compress.cost_source`).
+"""
+
+from __future__ import annotations
+
+from sim.compress.cost_source import cost_source
+from sim.compress.spec import CompressorSpec
+
+from .workloads import Bucket, WorkloadProfile
+
+__all__ = ["WorkloadCosts"]
+
+
+class WorkloadCosts:
+    """Compute and compression costs of one workload; the engines' iteration models extend it."""
+
+    def __init__(
+        self,
+        profile: WorkloadProfile,
+        *,
+        bucket_bytes: float,
+        compute_scale: float = 1.0,
+        compress_scale: float = 1.0,
+        dtype_bytes: int = 4,
+        overhead_s: float = 0.0,
+    ) -> None:
+        self.profile = profile
+        self.overhead_s = overhead_s
+        self.compress_scale = compress_scale
+        #: Compression costs of the profile's device (sim.compress.cost_source).
+        self.compress_costs = cost_source(profile.device)
+        self.dtype_bytes = dtype_bytes
+        self.buckets = profile.buckets(bucket_bytes, dtype_bytes)
+        self.forward_s = profile.forward_s * compute_scale
+        self.backward_s = profile.backward_s * compute_scale
+        self.optimizer_s = profile.optimizer_s * compute_scale
+
+    @property
+    def grad_bytes(self) -> int:
+        """Dense gradient bytes per worker."""
+        return self.profile.grad_bytes(self.dtype_bytes)
+
+    def bucket_compress_s(self, spec: CompressorSpec, bucket: Bucket, density: float) -> float:
+        """Seconds to compress ``bucket`` with ``spec`` at ``density`` on the profile's device."""
+        return self.compress_costs.compute_s(spec.name, bucket.numel, density) * self.compress_scale
