@@ -41,7 +41,8 @@ from traces.model import TraceSet
 WORKERS = (8, 64, 1024, 8192)
 
 
-def _walk(seed: int) -> Any:
+def walk_link(seed: int) -> Any:
+    """The benchmarks' time-varying link: a looping random walk around 1 ms and 10 Gbit/s."""
     return random_walk(
         seed=seed,
         latency_s=1e-3,
@@ -71,7 +72,7 @@ def _markov(seed: int) -> Any:
 def _traces(mode: str, n: int, shared: TraceSet) -> TraceSet:
     if mode == "shared":
         return shared
-    make = _walk if mode == "per-link" else _markov
+    make = walk_link if mode == "per-link" else _markov
     return TraceSet({f"w{i}": make(i + 1) for i in range(n)}, name=mode)
 
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
 
-    shared = TraceSet.single(_walk(0))
+    shared = TraceSet.single(walk_link(0))
     rows: list[dict[str, Any]] = []
     for mode in ("shared", "per-link", "per-link-async"):
         for n in WORKERS:

@@ -27,27 +27,14 @@ import sys
 import time
 from typing import Any
 
+from bench_sim import walk_link  # same directory: the simulator benchmarks' link
+
 from sim.runner import SimConfig, run_simulation
-from traces.generators import random_walk
 from traces.model import TraceSet
 
 
 def _traces(n_links: int = 64) -> TraceSet:
-    links = {
-        f"walk{i}": random_walk(
-            seed=i,
-            latency_s=1e-3,
-            bandwidth_Bps=1.25e9,
-            bandwidth_sigma=0.2,
-            latency_sigma_s=2e-4,
-            dt_s=0.5,
-            duration_s=300.0,
-            loop=True,
-            name=f"walk{i}",
-        )
-        for i in range(n_links)
-    }
-    return TraceSet(links)
+    return TraceSet({f"walk{i}": walk_link(i) for i in range(n_links)})
 
 
 def _run(workers: int, iterations: int, fidelity: str, ts: TraceSet, **kw: Any) -> dict[str, Any]:
