@@ -90,17 +90,17 @@ def group_size_and_intra(
     Plain allreduce: all ``workers``. DS-Sync: the ``workers / groups`` ranks of one group. The
     analytic level's network is flat (every worker has its own link to one switch), so the
     groups' collectives run concurrently without sharing a link and each takes the closed form
-    over ``m`` ranks; a two-level (hierarchical) group counts ``gcd(G, m)`` ranks per node.
+    over ``m`` ranks. The two-level (hierarchical) collective assumes whole nodes, which
+    shuffled groups are not: it is refused with more than one group.
     """
     if not decision.grouped:
         return workers, intra
     from sim.sync import check_sync
 
     check_sync(decision.sync, workers, decision.groups, decision.shuffle_every)
-    m = workers // decision.groups
-    if intra is None or intra.gpus_per_node == 1:
-        return m, intra
-    return m, IntraNodeLink(math.gcd(intra.gpus_per_node, m), intra.latency_s, intra.bandwidth_Bps)
+    if "hierarchical" in decision.collectives_used():
+        raise InputError("the hierarchical collective cannot run inside DS-Sync groups")
+    return workers // decision.groups, intra
 
 
 def resolve_trace(spec: str) -> TraceSet:
@@ -236,8 +236,12 @@ class IterationModel(WorkloadCosts):
         last_end = cluster.link.period_s if cluster.link.period_s is not None else math.inf
         self._seg_end: list[float] = self._seg_t[1:] + [last_end]
 
-    def plan(self, decision: Decision) -> DecisionPlan:
-        """The cached :class:`DecisionPlan` of ``decision``; :class:`InputError` if impossible."""
+    def plan(self, decision: Decision, step: int = 0) -> DecisionPlan:
+        """The cached :class:`DecisionPlan` of ``decision``; :class:`InputError` if impossible.
+
+        ``step`` is unused here: on the analytic level's flat network every DS-Sync grouping
+        costs the same.
+        """
         p = self._plans.get(decision)
         if p is not None:
             return p
@@ -603,7 +607,7 @@ def simulate(
                 raise InputError(f"policy {cfg.policy!r} returned {decision!r}, not a Decision")
             if sync_default and decision.sync == "allreduce":
                 decision = decision.with_sync(cfg.sync, cfg.groups, cfg.shuffle_every)
-            plan = model.plan(decision)
+            plan = model.plan(decision, it)
             start = env.now
             res = model.run(plan, start, factor, observe)
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
