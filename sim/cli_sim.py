@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from sim.errors import InputError
+from sim.sync.cli_args import add_sync_args, sync_from_args
 
 __all__ = ["register", "parse_bytes", "parse_param"]
 
@@ -163,6 +164,7 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("--fidelity", default="analytic", help="analytic (default) or stepwise")
     _add_stepwise_args(p)
+    add_sync_args(p)
     p.add_argument(
         "--events", help="stepwise: write the first iteration's timeline (Chrome trace JSON)"
     )
@@ -185,6 +187,7 @@ def _sim_config(args: argparse.Namespace) -> Any:
     params = dict(parse_param(s) for s in args.param)
     if len(params) != len(args.param):
         raise InputError("a --param key is given twice")
+    sync, groups, shuffle_every = sync_from_args(args, args.workers)
     return SimConfig(
         workload=args.workload,
         workers=args.workers,
@@ -213,6 +216,9 @@ def _sim_config(args: argparse.Namespace) -> Any:
         transport=args.transport,
         topology=args.topology,
         calibration=args.calibration,
+        sync=sync,
+        groups=groups,
+        shuffle_every=shuffle_every,
     )
 
 

@@ -60,6 +60,10 @@ _FLOAT_FIELDS = (
 #: Stepwise-only fields and their defaults (left out of ``to_dict`` when at the default).
 _STEPWISE_DEFAULTS: dict[str, Any] = {"transport": "ideal", "topology": None, "calibration": None}
 
+#: DS-Sync fields and their defaults (left out of ``to_dict`` when at the default, so the
+#: configurations and run ids of plain-allreduce runs are unchanged).
+_SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_every": 1}
+
 #: The collective value that asks the policy to pick the collective per decision.
 _AUTO = "auto"
 
@@ -151,9 +155,13 @@ class SimConfig:
         topology: stepwise only: a topology TOML file or bundled name (:mod:`sim.topology`);
             ``None`` is the flat cluster of the analytic level.
         calibration: stepwise only: a transport calibration file (JSON or TOML).
+        sync: ``allreduce`` (default) or ``ds-sync``: the synchronisation scheme given to every
+            decision that does not choose one itself (:mod:`sim.sync`).
+        groups: DS-Sync groups (divides ``workers``; 1 with ``allreduce``).
+        shuffle_every: DS-Sync steps between reshuffles of the groups (>= 1).
 
-    The three stepwise-only fields appear in :meth:`to_dict` only when not at their defaults,
-    so analytic configurations (and their run ids) are unchanged.
+    The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
+    when not at their defaults, so earlier configurations (and their run ids) are unchanged.
     """
 
     workload: str
@@ -182,6 +190,9 @@ class SimConfig:
     transport: str = "ideal"
     topology: str | None = None
     calibration: str | None = None
+    sync: str = "allreduce"
+    groups: int = 1
+    shuffle_every: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
@@ -258,6 +269,9 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
+        from sim.sync import check_sync
+
+        check_sync(self.sync, self.workers, self.groups, self.shuffle_every)
         check_sim_bounds(
             workers=self.workers,
             iterations=self.iterations,
@@ -270,7 +284,7 @@ class SimConfig:
         """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
         d = asdict(self)
         d["policy_params"] = dict(self.policy_params)
-        for name, default in _STEPWISE_DEFAULTS.items():
+        for name, default in (*_STEPWISE_DEFAULTS.items(), *_SYNC_DEFAULTS.items()):
             if d[name] == default:
                 del d[name]
         return d
@@ -291,7 +305,10 @@ class SimConfig:
             raise InputError(f"config field {missing[0]!r} is required")
         kw = dict(d)
         # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
-        for name in ("workers", "iterations", "seed", "gpus_per_node", "dtype_bytes"):
+        for name in (
+            "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
+            "shuffle_every",
+        ):
             v = kw.get(name)
             if isinstance(v, float) and v.is_integer():
                 kw[name] = int(v)
@@ -380,9 +397,12 @@ def _add_convergence(
     """
     from .convergence import convergence_columns
 
+    sync = None
+    if "groups" in records:
+        sync = (cfg.workers, records["groups"].tolist(), records["shuffle_every"].tolist())
     try:
         cols, conv_meta = convergence_columns(
-            cfg.workload, records["compressor"].tolist(), records["density"].tolist()
+            cfg.workload, records["compressor"].tolist(), records["density"].tolist(), sync=sync
         )
     except InputError as exc:
         # E.g. a compressor the gradient traces hold no gains for: the run stays valid, without
