@@ -37,7 +37,10 @@ __all__ = [
 
 #: Configuration keys that describe *what the run chose* (the policy under test); every other
 #: configuration key describes the *scenario* (trace, scale, seed, workload, ...).
-CHOICE_KEYS: tuple[str, ...] = ("policy", "policy_params", "collective", "density", "compressor")
+CHOICE_KEYS: tuple[str, ...] = (
+    "policy", "policy_params", "collective", "density", "compressor", "sync", "groups",
+    "shuffle_every",
+)
 
 _RECORD_COLUMNS = frozenset(REQUIRED_COLUMNS) | frozenset(OPTIONAL_COLUMNS)
 
@@ -101,6 +104,11 @@ def policy_label(config: dict[str, Any]) -> str:
         if key == "compressor" and params.get("density") in (None, 1, 1.0):
             continue
         parts.append(f"{key}={_fmt(params[key])}")
+    if config.get("sync") not in (None, "allreduce"):
+        # DS-Sync is part of the choice: "fixed density=1 ring ds-sync:g=4,k=1".
+        parts.append(
+            f"{config['sync']}:g={config.get('groups', 1)},k={config.get('shuffle_every', 1)}"
+        )
     return " ".join(parts)
 
 
