@@ -187,6 +187,8 @@ class IterationResult:
     delivered_frac: float = 1.0
     #: Packets re-sent, all workers together (loss model only).
     retx_packets: int = 0
+    #: Fraction of the packets dropped unsent past a deadline, lowest priority first.
+    dropped_frac: float = 0.0
 
 
 class IterationModel(WorkloadCosts):
@@ -317,6 +319,7 @@ class IterationModel(WorkloadCosts):
             return IterationResult(
                 compute, exposed, shift, compute + shift + exposed, comm, plan.payload_bytes,
                 delivered_frac=tally.delivered_frac, retx_packets=tally.retx,
+                dropped_frac=tally.dropped_frac,
             )
         return IterationResult(
             compute, exposed, shift, compute + shift + exposed, comm, plan.payload_bytes
@@ -553,6 +556,7 @@ def simulate(
     lossy_on = model.lossy is not None
     if lossy_on:
         cols["delivered_frac"] = []
+        cols["dropped_frac"] = []
         cols["retx_packets"] = []
     state: dict[str, Any] = {"factor": 1.0}
     progress_model = _progress_model(profile.name)
@@ -612,6 +616,7 @@ def simulate(
             cols["est_bandwidth_Bps"].append(nan if est_bw is None else est_bw)
             if lossy_on:
                 cols["delivered_frac"].append(res.delivered_frac)
+                cols["dropped_frac"].append(res.dropped_frac)
                 cols["retx_packets"].append(res.retx_packets)
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)

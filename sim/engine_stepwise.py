@@ -248,6 +248,7 @@ class StepwiseIterationModel(WorkloadCosts):
             wait,
             1.0 if tally is None else tally.delivered_frac,
             0 if tally is None else tally.retx,
+            0.0 if tally is None else tally.dropped_frac,
         )
 
     def timeline(

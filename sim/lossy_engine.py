@@ -63,6 +63,12 @@ class LossTally:
         """Fraction of the iteration's packets delivered (1 with no traffic)."""
         return self.delivered / self.packets if self.packets else 1.0
 
+    @property
+    def dropped_frac(self) -> float:
+        """Fraction dropped unsent past a deadline: the lowest-priority packets (the rest of
+        the undelivered ones were lost at random on the links)."""
+        return self.dropped / self.packets if self.packets else 0.0
+
 
 class LossyLinks:
     """A run's loss process: its parameters and random stream.
