@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from sim.errors import InputError
+from sim.sync.cli_args import add_sync_args, sync_from_args
 
 __all__ = ["add_loss_args", "loss_config", "register", "parse_bytes", "parse_param"]
 
@@ -164,6 +165,7 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--fidelity", default="analytic", help="analytic (default) or stepwise")
     _add_stepwise_args(p)
     add_loss_args(p, simulator=True)
+    add_sync_args(p)
     p.add_argument(
         "--events", help="stepwise: write the first iteration's timeline (Chrome trace JSON)"
     )
@@ -248,6 +250,7 @@ def _sim_config(args: argparse.Namespace) -> Any:
     params = dict(parse_param(s) for s in args.param)
     if len(params) != len(args.param):
         raise InputError("a --param key is given twice")
+    sync, groups, shuffle_every = sync_from_args(args, args.workers)
     return SimConfig(
         workload=args.workload,
         workers=args.workers,
@@ -277,6 +280,9 @@ def _sim_config(args: argparse.Namespace) -> Any:
         topology=args.topology,
         calibration=args.calibration,
         **loss_config(args),
+        sync=sync,
+        groups=groups,
+        shuffle_every=shuffle_every,
     )
 
 

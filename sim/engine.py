@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DecisionPlan",
+    "group_size_and_intra",
     "GradNormSource",
     "IterationModel",
     "IterationResult",
@@ -80,6 +81,27 @@ _log = logging.getLogger(__name__)
 
 #: Policies that ignore the link estimates: the monitor is off for them under ``monitor="auto"``.
 STATIC_POLICIES: tuple[str, ...] = ("dense", "fixed")
+
+
+def group_size_and_intra(
+    decision: Decision, workers: int, intra: IntraNodeLink | None
+) -> tuple[int, IntraNodeLink | None]:
+    """Ranks in one collective under ``decision`` and the intra-node link they see.
+
+    Plain allreduce: all ``workers``. DS-Sync: the ``workers / groups`` ranks of one group. The
+    analytic level's network is flat (every worker has its own link to one switch), so the
+    groups' collectives run concurrently without sharing a link and each takes the closed form
+    over ``m`` ranks. The two-level (hierarchical) collective assumes whole nodes, which
+    shuffled groups are not: it is refused with more than one group.
+    """
+    if not decision.grouped:
+        return workers, intra
+    from sim.sync import check_sync
+
+    check_sync(decision.sync, workers, decision.groups, decision.shuffle_every)
+    if "hierarchical" in decision.collectives_used():
+        raise InputError("the hierarchical collective cannot run inside DS-Sync groups")
+    return workers // decision.groups, intra
 
 
 def resolve_trace(spec: str) -> TraceSet:
@@ -223,24 +245,30 @@ class IterationModel(WorkloadCosts):
         #: The run's loss process (:mod:`sim.lossy_engine`); ``None``: lossless links.
         self.lossy: LossyLinks | None = None
 
-    def plan(self, decision: Decision) -> DecisionPlan:
-        """The cached :class:`DecisionPlan` of ``decision``; :class:`InputError` if impossible."""
+    def plan(self, decision: Decision, step: int = 0) -> DecisionPlan:
+        """The cached :class:`DecisionPlan` of ``decision``; :class:`InputError` if impossible.
+
+        ``step`` is unused here: on the analytic level's flat network every DS-Sync grouping
+        costs the same.
+        """
         p = self._plans.get(decision)
         if p is not None:
             return p
         for coll in decision.collectives_used():
             check_compatible(decision.compressor, coll)
         spec = get_spec(decision.compressor)
-        n = self.cluster.n_workers
+        n, intra = group_size_and_intra(decision, self.cluster.n_workers, self.cluster.intra)
         shapes = []
         comp = []
         total = 0.0
         for i, b in enumerate(self.buckets):
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
             coll = decision.collective_for(i)
-            shapes.append(collective_shape(coll, n, payload, self.cluster.intra))
+            shapes.append(collective_shape(coll, n, payload, intra))
             comp.append(self.bucket_compress_s(spec, b, decision.density))
-            total += payload.total_bytes
+            # A DS-Sync group of one sends nothing (plain runs count the payload as before).
+            if n > 1 or not decision.grouped:
+                total += payload.total_bytes
         p = DecisionPlan(
             decision,
             tuple(s.terms.n_alpha for s in shapes),
@@ -558,6 +586,14 @@ def simulate(
         cols["delivered_frac"] = []
         cols["dropped_frac"] = []
         cols["retx_packets"] = []
+    # DS-Sync: the run's scheme goes to every decision that keeps the default; the columns
+    # exist only when some decision may be grouped (plain runs keep their exact records).
+    sync_default = cfg.sync != "allreduce"
+    sync_cols: dict[str, list[Any]] | None = (
+        {"sync": [], "groups": [], "shuffle_every": []}
+        if sync_default or getattr(policy, "chooses_sync", False)
+        else None
+    )
     state: dict[str, Any] = {"factor": 1.0}
     progress_model = _progress_model(profile.name)
     bind_progress = getattr(policy, "bind_progress", None)
@@ -594,7 +630,9 @@ def simulate(
             decision = policy.decide(obs)
             if not isinstance(decision, Decision):
                 raise InputError(f"policy {cfg.policy!r} returned {decision!r}, not a Decision")
-            plan = model.plan(decision)
+            if sync_default and decision.sync == "allreduce":
+                decision = decision.with_sync(cfg.sync, cfg.groups, cfg.shuffle_every)
+            plan = model.plan(decision, it)
             start = env.now
             res = model.run(plan, start, factor, observe)
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
@@ -618,6 +656,10 @@ def simulate(
                 cols["delivered_frac"].append(res.delivered_frac)
                 cols["dropped_frac"].append(res.dropped_frac)
                 cols["retx_packets"].append(res.retx_packets)
+            if sync_cols is not None:
+                sync_cols["sync"].append(decision.sync)
+                sync_cols["groups"].append(decision.groups)
+                sync_cols["shuffle_every"].append(decision.shuffle_every)
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)
                 model.account(plan)
@@ -663,6 +705,10 @@ def simulate(
             link.duration_s,
         )
     records = pd.DataFrame({"iteration": np.arange(cfg.iterations, dtype=np.int64), **cols})
+    if sync_cols is not None:
+        records["sync"] = sync_cols["sync"]
+        records["groups"] = np.asarray(sync_cols["groups"], dtype=np.int64)
+        records["shuffle_every"] = np.asarray(sync_cols["shuffle_every"], dtype=np.int64)
     records["policy"] = cfg.policy
     records["source"] = "sim"
     meta = _meta(cfg, profile, model, policy_seed, monitor is not None, end_s, grads)

@@ -74,6 +74,9 @@ _LOSS_DEFAULTS: dict[str, Any] = {
     "rto_s": 0.005,
     "mtu_bytes": 1500,
 }
+#: DS-Sync fields and their defaults (left out of ``to_dict`` when at the default, so the
+#: configurations and run ids of plain-allreduce runs are unchanged).
+_SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_every": 1}
 
 #: The collective value that asks the policy to pick the collective per decision.
 _AUTO = "auto"
@@ -178,9 +181,13 @@ class SimConfig:
     The loss model is on when any of ``loss_bound``, ``packet_loss`` or ``trace_loss`` is set;
     its fields appear in :meth:`to_dict` only when not at their defaults (as the stepwise ones),
     so configurations without it (and their run ids and outputs) are unchanged.
+        sync: ``allreduce`` (default) or ``ds-sync``: the synchronisation scheme given to every
+            decision that does not choose one itself (:mod:`sim.sync`).
+        groups: DS-Sync groups (divides ``workers``; 1 with ``allreduce``).
+        shuffle_every: DS-Sync steps between reshuffles of the groups (>= 1).
 
-    The three stepwise-only fields appear in :meth:`to_dict` only when not at their defaults,
-    so analytic configurations (and their run ids) are unchanged.
+    The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
+    when not at their defaults, so earlier configurations (and their run ids) are unchanged.
     """
 
     workload: str
@@ -215,6 +222,9 @@ class SimConfig:
     trace_loss: bool = False
     rto_s: float = 0.005
     mtu_bytes: int = 1500
+    sync: str = "allreduce"
+    groups: int = 1
+    shuffle_every: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
@@ -294,6 +304,9 @@ class SimConfig:
         if not isinstance(self.trace_loss, bool):
             raise InputError(f"trace_loss must be true or false, got {self.trace_loss!r}")
         self.loss_params()  # validates the loss fields
+        from sim.sync import check_sync
+
+        check_sync(self.sync, self.workers, self.groups, self.shuffle_every)
         check_sim_bounds(
             workers=self.workers,
             iterations=self.iterations,
@@ -306,7 +319,11 @@ class SimConfig:
         """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
         d = asdict(self)
         d["policy_params"] = dict(self.policy_params)
-        for name, default in (*_STEPWISE_DEFAULTS.items(), *_LOSS_DEFAULTS.items()):
+        for name, default in (
+            *_STEPWISE_DEFAULTS.items(),
+            *_SYNC_DEFAULTS.items(),
+            *_LOSS_DEFAULTS.items(),
+        ):
             if d[name] == default:
                 del d[name]
         return d
@@ -345,7 +362,10 @@ class SimConfig:
             raise InputError(f"config field {missing[0]!r} is required")
         kw = dict(d)
         # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
-        for name in ("workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "mtu_bytes"):
+        for name in (
+            "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
+            "shuffle_every", "mtu_bytes",
+        ):
             v = kw.get(name)
             if isinstance(v, float) and v.is_integer():
                 kw[name] = int(v)
@@ -434,6 +454,9 @@ def _add_convergence(
     """
     from .convergence import convergence_columns
 
+    sync = None
+    if "groups" in records:
+        sync = (cfg.workers, records["groups"].tolist(), records["shuffle_every"].tolist())
     try:
         lossy = "delivered_frac" in records
         cols, conv_meta = convergence_columns(
@@ -442,6 +465,7 @@ def _add_convergence(
             records["density"].tolist(),
             delivered=records["delivered_frac"].tolist() if lossy else None,
             dropped=records["dropped_frac"].tolist() if lossy else None,
+            sync=sync,
         )
     except InputError as exc:
         # E.g. a compressor the gradient traces hold no gains for: the run stays valid, without

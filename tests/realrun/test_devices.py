@@ -139,7 +139,7 @@ def test_cuda_rank_takes_its_local_gpu_and_is_timed_with_events(
 def test_hook_clock_waits_for_the_device_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from realrun.hook_state import CompressionHookState
+    from realrun.hook import CompressionHookState
     from sim.control import make_policy
 
     synced: list[object] = []

@@ -202,7 +202,7 @@ class _PerBucket:
 
 
 def _per_bucket(rank: int, world: int) -> dict[str, Any]:
-    import realrun.hook as hook_mod
+    import realrun.hook.comm_hook as hook_mod
 
     used: list[tuple[int, str]] = []
     real = hook_mod.dense_async

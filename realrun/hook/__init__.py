@@ -31,58 +31,21 @@ Per iteration (steps are counted on ``bucket.is_last()``):
 The state owns every random stream (compressor seeds; controllers are reset with the run seed)
 and is checkpointable with :meth:`CompressionHookState.state_dict`.
 
-This module is the public entry point; the pieces live in :mod:`realrun.hook_state` (the state
-object, its agreement and checkpointing), :mod:`realrun.hook_exchange` (the communication paths)
-and :mod:`realrun.hook_agreement` (the measurement records).
+The package's parts, each with a public interface:
+
+- :mod:`.state`: :class:`CompressionHookState`, the decision of each iteration and checkpointing,
+  composed of :mod:`.buckets` (compressors, error-feedback memory, bucket keys), :mod:`.clock`
+  (timestamps and emulated network time) and :mod:`.agreement` (cross-rank agreement of
+  measurements, link monitor, VAR owner, history);
+- :mod:`.records`: the per-rank measurement row and the agreed :class:`IterationStats`;
+- :mod:`.exchange`: one communication path per payload kind;
+- :mod:`.comm_hook`: :func:`compression_hook`, the function DDP calls per bucket.
 """
 
 from __future__ import annotations
 
-import time
-
-import torch
-import torch.distributed as dist
-
-from sim.compress.spec import SAME_INDEX
-
-from .hook_agreement import IterationStats, sq_norm
-from .hook_exchange import compressed_sync, dense_async
-from .hook_state import CompressionHookState
+from .comm_hook import compression_hook
+from .records import IterationStats
+from .state import CompressionHookState
 
 __all__ = ["CompressionHookState", "IterationStats", "compression_hook"]
-
-
-def compression_hook(
-    state: CompressionHookState, bucket: dist.GradBucket
-) -> torch.futures.Future[torch.Tensor]:
-    """DDP comm hook: average ``bucket`` over ranks as the controller decides."""
-    cur = state._begin_iteration()
-    cur.last_entry = time.perf_counter()
-    buf = bucket.buffer()
-    nbytes = buf.numel() * buf.element_size()
-    cur.grad_bytes += nbytes
-    cur.bucket_bytes[bucket.index()] = nbytes
-    # With per-bucket collective choices ("auto"), this bucket's own collective.
-    d = cur.decision.for_bucket(bucket.index())
-    if cur.warmup or (d.compressor == "none" and d.collective in SAME_INDEX):
-        # Dense: nothing is left out, so the gain is exactly 1 (no gain terms needed). The
-        # norm is only for observations and the VAR owner; without per-step agreement nobody
-        # reads it, so it is not computed (-1 marks it unknown).
-        if state.agree_each_step:
-            cur.norm_sq += sq_norm(buf)
-        else:
-            cur.norm_sq = -1.0
-        fut = dense_async(state, cur, buf, d.collective)
-    else:
-        cur.norm_sq += sq_norm(buf)
-        result = compressed_sync(state, cur, bucket, d)
-        fut = torch.futures.Future()
-        fut.set_result(result)
-    state._close_bucket(bucket)
-    return fut
-
-
-# DDP checks the hook's annotations as objects; postponed (string) annotations would fail it.
-compression_hook.__annotations__["state"] = CompressionHookState
-compression_hook.__annotations__["bucket"] = dist.GradBucket
-compression_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]

@@ -1,37 +1,32 @@
 """The state object of :func:`realrun.hook.compression_hook` (after torch's ``ddp_comm_hooks``):
-validated arguments, the per-iteration decision, the cross-rank agreement of measurements and
-checkpointing. The communication itself lives in :mod:`realrun.hook_exchange`, the measurement
-records in :mod:`realrun.hook_agreement`.
+validated arguments, the per-iteration decision and the iteration in progress. It is composed of
+public parts: :class:`~realrun.hook.buckets.CompressorBank` (compressors, memory, bucket keys),
+:class:`~realrun.hook.clock.CommClock` (timestamps, emulated network time) and
+:class:`~realrun.hook.agreement.Agreement` (cross-rank agreement, monitor, VAR owner, history).
+The communication paths live in :mod:`realrun.hook.exchange`.
 """
 
 from __future__ import annotations
 
 import copy
-import time
-import zlib
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from sim.collectives import AlphaBeta, collective_terms
-from sim.compress.base import Compressor, Memory, make_compressor, make_memory
+from sim.compress.base import Memory
 from sim.compress.spec import check_compatible
 from sim.control.monitor import LinkMonitor
-from sim.control.owner import VarOwner, make_owner_rule, star_owner
+from sim.control.owner import make_owner_rule
 from sim.control.types import Controller, Decision, Observation
 from sim.errors import InputError
 
-from .emulation import HookEmulator
-from .hook_agreement import (
-    NORM_COL,
-    SERVICE_COL,
-    Accum,
-    IterationStats,
-    Pending,
-    agreed_stats,
-    local_row,
-)
+from ..emulation import HookEmulator
+from .agreement import Agreement
+from .buckets import CompressorBank
+from .clock import CommClock
+from .records import Accum, IterationStats, local_row
 
 __all__ = ["CompressionHookState"]
 
@@ -93,9 +88,11 @@ class CompressionHookState:
         if not isinstance(controller, Controller):
             raise InputError(f"controller {controller!r} lacks reset/decide")
         try:
-            self._var: VarOwner | None = make_owner_rule(owner_rule, world_size)
+            var = make_owner_rule(owner_rule, world_size)
         except ValueError as exc:
             raise InputError(str(exc)) from None
+        if not agree_each_step and var is not None:
+            raise InputError("the VAR owner needs per-step agreement (agree_each_step=True)")
         self.controller = controller
         self.world_size = int(world_size)
         self.rank = int(rank)
@@ -103,37 +100,64 @@ class CompressionHookState:
         self.seed = int(seed)
         self.warmup_steps = int(warmup_steps)
         self.owner_rule = owner_rule
-        self.memory: Memory = make_memory(memory)
-        self.memory_name = memory
-        self.emulator = emulator
-        self.monitor = monitor if monitor is not None else LinkMonitor()
-        self.param_names = dict(param_names or {})
+        self.agree_each_step = bool(agree_each_step)
+        self.device = device if device is not None else torch.device("cpu")
+        #: Compressors, error-feedback memory and bucket keys.
+        self.bank = CompressorBank(seed=self.seed, memory=memory, param_names=param_names)
+        #: Timestamps and emulated network time.
+        self.comm = CommClock(self.device, emulator)
+        #: Cross-rank agreement of measurements; owns the monitor, VAR owner and history.
+        self.agreement = Agreement(
+            world_size=self.world_size,
+            rank=self.rank,
+            process_group=process_group,
+            device=self.device,
+            monitor=monitor if monitor is not None else LinkMonitor(),
+            var_owner=var,
+            each_step=self.agree_each_step,
+        )
         self.step = 0
-        self.history: list[IterationStats] = []
-        self._compressors: dict[str, Compressor] = {}
         self._cur: Accum | None = None
-        self._last: IterationStats | None = None
         self._grad_bytes = 0
         #: Dense bytes of each bucket, by bucket index, from the first post-warm-up iteration
         #: (DDP's rebuilt buckets; equal on every rank), for per-bucket collective choice.
         self._bucket_bytes: tuple[int, ...] = ()
-        self._layouts: dict[str, tuple[str, ...]] = {}
-        self._pending: Pending | None = None
-        self.agree_each_step = bool(agree_each_step)
-        if not self.agree_each_step and self._var is not None:
-            raise InputError("the VAR owner needs per-step agreement (agree_each_step=True)")
-        self._deferred: list[tuple[Accum, list[float], bool]] = []
         self._checked: set[Decision] = set()
         self._terms: dict[tuple[str, int], AlphaBeta] = {}
-        self.device = device if device is not None else torch.device("cpu")
-        self._sync = self.device.type == "cuda"
         #: This rank's own measurements of the last finished iteration, before agreement:
-        #: ``(accumulator, row)`` with the columns of :func:`~realrun.hook_agreement.local_row`.
+        #: ``(accumulator, row)`` with the columns of :func:`~realrun.hook.records.local_row`.
         self.last_local: tuple[Accum, list[float]] | None = None
 
+    # ------------------------------------------------------------------ parts
+    @property
+    def memory(self) -> Memory:
+        """The error-feedback memory."""
+        return self.bank.memory
+
+    @property
+    def memory_name(self) -> str:
+        """The error-feedback memory's name."""
+        return self.bank.memory_name
+
+    @property
+    def emulator(self) -> HookEmulator | None:
+        """The network emulator (``None``: none)."""
+        return self.comm.emulator
+
+    @property
+    def monitor(self) -> LinkMonitor:
+        """The link estimator."""
+        return self.agreement.monitor
+
+    @property
+    def history(self) -> list[IterationStats]:
+        """Every agreed iteration, in order."""
+        return self.agreement.history
+
     # ------------------------------------------------------------------ per iteration
-    def _observation(self) -> Observation:
-        last = self._last
+    def observation(self) -> Observation:
+        """What the controller sees before deciding the current step."""
+        last = self.agreement.last
         lat, bw = self.monitor.estimate()
         if last is None:
             return Observation(
@@ -154,35 +178,32 @@ class CompressionHookState:
             bucket_bytes=self._bucket_bytes,
         )
 
-    def _begin_iteration(self) -> Accum:
+    def begin_iteration(self) -> Accum:
+        """The iteration in progress, decided at its first bucket (the same on every rank)."""
         if self._cur is not None and self._cur.closed:
             # The caller did not call end_iteration: agree now, before deciding.
             self.end_iteration(wait=False)
         if self._cur is not None:
             return self._cur
-        if self._pending is not None:
-            # The previous iteration's agreement was launched asynchronously after its optimizer
-            # step; it has had the whole forward pass to finish, so this wait is usually free.
-            self._finish_pending()
+        # The previous iteration's agreement was launched asynchronously after its optimizer
+        # step; it has had the whole forward pass to finish, so this wait is usually free.
+        self.agreement.collect()
         warm = self.step < self.warmup_steps
         if warm:
             decision = Decision()
         else:
-            decision = self.controller.decide(self._observation())
+            decision = self.controller.decide(self.observation())
             if decision not in self._checked:
                 check_compatible(decision.compressor, decision.collective)
                 self._checked.add(decision)
         owner: int | None = None
         if any(c.startswith("artopk") for c in decision.collectives_used()):
-            owner = (
-                self._var.owner(self.step)
-                if self._var is not None
-                else star_owner(self.step, self.world_size)
-            )
+            owner = self.agreement.owner(self.step)
         self._cur = Accum(self.step, decision, warm, owner)
         return self._cur
 
-    def _close_bucket(self, bucket: dist.GradBucket) -> None:
+    def close_bucket(self, bucket: dist.GradBucket) -> None:
+        """Count ``bucket`` done; its last bucket closes the iteration."""
         if bucket.is_last():
             assert self._cur is not None
             self._cur.closed = True
@@ -207,9 +228,7 @@ class CompressionHookState:
         cur = self._cur
         if cur is None or not cur.closed:
             raise RuntimeError("end_iteration called before the iteration's last bucket")
-        if self._pending is not None:
-            self._finish_pending()
-        n_b = len(cur.intervals)
+        self.agreement.collect()
         local = local_row(cur, iter_s)
         self.last_local = (cur, local)
         if self._grad_bytes == 0:
@@ -218,81 +237,18 @@ class CompressionHookState:
             sizes = cur.bucket_bytes
             if sorted(sizes) == list(range(len(sizes))):
                 self._bucket_bytes = tuple(sizes[i] for i in range(len(sizes)))
-        if not self.agree_each_step:
-            self._deferred.append((cur, local, iter_s is not None))
-            self._cur = None
-            return self.flush() if wait else None
-        width = len(local)
-        # Each rank fills its own row of a zero table; a SUM allreduce then hands every rank
-        # all rows, from which maxima (timings) and sums (gain terms) are taken locally.
-        rows = [0.0] * (self.world_size * width)
-        rows[self.rank * width : (self.rank + 1) * width] = local
-        table = torch.tensor(rows, dtype=torch.float64, device=self.device).view(
-            self.world_size, width)
-        work = dist.all_reduce(table, group=self.process_group, async_op=True)
-        self._pending = Pending(cur, table, work, n_b, iter_s is not None)
         self._cur = None
-        if wait:
-            return self._finish_pending()
-        return None
+        return self.agreement.submit(cur, local, timed=iter_s is not None, wait=wait)
 
     def flush(self) -> IterationStats | None:
         """Collect what ``end_iteration(wait=False)`` left pending: the launched agreement, or
         (``agree_each_step=False``) every deferred iteration, agreed in one collective. Returns
         the last agreed stats (``None`` when nothing was pending). Call it after the last
         iteration; it is a collective in the deferred mode (every rank must call it)."""
-        if self._pending is not None:
-            return self._finish_pending()
-        if not self._deferred:
-            return None
-        rows = self._deferred
-        self._deferred = []
-        width = max(len(r[1]) for r in rows)
-        n = len(rows)
-        table = torch.zeros(self.world_size, n, width, dtype=torch.float64, device=self.device)
-        table[self.rank] = torch.tensor(
-            [r[1] + [0.0] * (width - len(r[1])) for r in rows], dtype=torch.float64,
-            device=self.device,
-        )
-        dist.all_reduce(table, group=self.process_group)
-        tmax = table.max(dim=0).values.tolist()
-        tsum = table.sum(dim=0).tolist()
-        stats = None
-        for i, (cur, _, timed) in enumerate(rows):
-            stats = self._agreed(cur, tmax[i], tsum[i], None, timed)
-        return stats
-
-    def _finish_pending(self) -> IterationStats:
-        pend = self._pending
-        assert pend is not None
-        self._pending = None
-        pend.work.wait()
-        table = pend.table
-        norms = (
-            table[:, NORM_COL].clamp(min=0.0).sqrt().tolist() if self._var is not None else None
-        )
-        return self._agreed(pend.cur, table.max(dim=0).values.tolist(),
-                            table.sum(dim=0).tolist(), norms, pend.timed)
-
-    def _agreed(self, cur: Accum, tmax: list[float], tsum: list[float],
-                norms: list[float] | None, timed: bool) -> IterationStats:
-        """Feed the monitor (and the VAR owner) with one iteration's agreed row; record it."""
-        services = tmax[SERVICE_COL : SERVICE_COL + len(cur.intervals)]
-        for iv, svc in zip(cur.intervals, services, strict=True):
-            self.monitor.observe(iv.terms.n_alpha, iv.terms.n_bytes, max(svc, 0.0))
-        if self._var is not None and norms is not None:
-            self._var.update(norms)
-        lat, bw = self.monitor.estimate()
-        stats = agreed_stats(
-            cur, tmax, tsum, world_size=self.world_size,
-            est_latency_s=lat, est_bandwidth_Bps=bw, timed=timed,
-        )
-        self.history.append(stats)
-        self._last = stats
-        return stats
+        return self.agreement.flush()
 
     # ------------------------------------------------------------------ helpers
-    def _collective_terms(self, collective: str, nbytes: int) -> AlphaBeta:
+    def dense_terms(self, collective: str, nbytes: int) -> AlphaBeta:
         """Alpha-beta terms of a dense bucket exchange, cached (same few shapes every step)."""
         key = (collective, nbytes)
         terms = self._terms.get(key)
@@ -301,54 +257,10 @@ class CompressionHookState:
             self._terms[key] = terms
         return terms
 
-    def _key_and_perm(self, bucket: dist.GradBucket) -> tuple[str | int, torch.Tensor | None]:
-        """The state key of ``bucket`` and, if its parameter order differs from the order the
-        key was first seen in, the index permutation from that canonical layout to the buffer.
-
-        With ``param_names`` the key names the bucket's parameter set (order-free); without,
-        it is the bucket index and no permutation is possible."""
-        params = list(bucket.parameters())
-        names = [self.param_names.get(id(p)) for p in params]
-        if not names or any(n is None for n in names):
-            return bucket.index(), None
-        snames = [str(n) for n in names]
-        key = f"b{zlib.crc32('|'.join(sorted(snames)).encode()):08x}"
-        layout = self._layouts.setdefault(key, tuple(snames))
-        if layout == tuple(snames):
-            return key, None
-        offsets: dict[str, tuple[int, int]] = {}
-        pos = 0
-        for n, p in zip(snames, params, strict=True):
-            offsets[n] = (pos, p.numel())
-            pos += p.numel()
-        if pos != bucket.buffer().numel() or set(layout) != set(snames):
-            raise RuntimeError(f"bucket {bucket.index()} does not match its recorded layout")
-        perm = torch.cat([torch.arange(offsets[n][0], offsets[n][0] + offsets[n][1])
-                          for n in layout]).to(bucket.buffer().device)
-        return key, perm
-
-    def _compressor(self, name: str) -> Compressor:
-        comp = self._compressors.get(name)
-        if comp is None:
-            comp = make_compressor(name, seed=self.seed)
-            self._compressors[name] = comp
-        return comp
-
-    def _emulate(self, terms: AlphaBeta, start: tuple[float, float]) -> None:
-        if self.emulator is not None:
-            self.emulator.finish(terms, start)
-
-    def _begin_comm(self) -> tuple[float, float]:
-        if self.emulator is not None:
-            return self.emulator.begin()
-        return time.perf_counter(), 0.0
-
     def clock(self) -> float:
         """``perf_counter`` after the device has finished its queued work (on CUDA), so the
         compression and exchange times count kernels where they run."""
-        if self._sync:
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter()
+        return self.comm.now()
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict[str, Any]:
@@ -361,15 +273,9 @@ class CompressionHookState:
             "step": self.step,
             "grad_bytes": self._grad_bytes,
             "bucket_bytes": self._bucket_bytes,
-            "memory_name": self.memory_name,
-            "memory": self.memory.state_dict(),
-            "compressors": {k: c.state_dict() for k, c in self._compressors.items()},
+            **self.bank.state_dict(),
             "controller": copy.deepcopy(self.controller),
-            "monitor": copy.deepcopy(self.monitor),
-            "var_owner": copy.deepcopy(self._var),
-            "last": self._last,
-            "layouts": dict(self._layouts),
-            "history": list(self.history),
+            **self.agreement.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -381,14 +287,7 @@ class CompressionHookState:
         self.step = int(state["step"])
         self._grad_bytes = int(state["grad_bytes"])
         self._bucket_bytes = tuple(int(b) for b in state.get("bucket_bytes", ()))
-        self.memory.load_state_dict(state["memory"])
-        for name, sd in state["compressors"].items():
-            self._compressor(name).load_state_dict(sd)
+        self.bank.load_state_dict(state)
         self.controller = copy.deepcopy(state["controller"])
-        self.monitor = copy.deepcopy(state["monitor"])
-        self._var = copy.deepcopy(state["var_owner"])
-        self._last = state["last"]
-        self._layouts = dict(state.get("layouts", {}))
-        self.history = list(state["history"])
+        self.agreement.load_state_dict(state)
         self._cur = None
-        self._pending = None

@@ -1,5 +1,6 @@
-"""Measurement bookkeeping of :func:`realrun.hook.compression_hook`: what one rank records per
-iteration, and how the ranks' rows become one agreed :class:`IterationStats`.
+"""Measurement records of :func:`realrun.hook.compression_hook`: what one rank records per
+iteration, and how the ranks' rows become one agreed :class:`IterationStats` (the agreement
+itself, the collective that exchanges the rows, is :mod:`realrun.hook.agreement`).
 
 Every rank contributes one row of floats per iteration (:func:`local_row`); a SUM allreduce of a
 table where each rank fills only its own row hands every rank all rows, from which maxima
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -35,7 +35,6 @@ __all__ = [
     "Accum",
     "Interval",
     "IterationStats",
-    "Pending",
     "agreed_stats",
     "local_row",
     "service_times",
@@ -100,17 +99,6 @@ class Accum:
     bucket_bytes: dict[int, int] = field(default_factory=dict)
     last_entry: float = 0.0
     closed: bool = False
-
-
-@dataclass
-class Pending:
-    """An agreement launched by ``end_iteration(wait=False)``, not yet collected."""
-
-    cur: Accum
-    table: torch.Tensor
-    work: Any
-    n_buckets: int
-    timed: bool
 
 
 def sq_norm(t: torch.Tensor) -> float:
