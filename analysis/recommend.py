@@ -151,6 +151,16 @@ def assumptions(results: Results) -> list[str]:
                 f"The network is simulated ({meta.get('fidelity', 'analytic')} fidelity) from "
                 "replayed traces; no packet was sent."
             ] = None
+        loss = table(meta, "loss")
+        if loss:
+            out[
+                "Packet loss is modelled, not measured: independent per-packet losses "
+                f"({loss.get('mtu_bytes', 1500)}-byte packets); the plain transport repairs a "
+                "loss with one round trip, or a retransmission timeout of "
+                f"{1e3 * float(loss.get('rto_s', 0.005)):g} ms for a tail loss; the bounded-loss "
+                "transport's lost entries cost convergence as the gradient trace's random-k "
+                "(link loss) and top-k (deadline drops) gains say (sim/convergence/loss.py)."
+            ] = None
         emulation = meta.get("emulation")
         if emulation:
             mode = emulation.get("mode") if isinstance(emulation, dict) else emulation
