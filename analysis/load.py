@@ -37,7 +37,17 @@ __all__ = [
 
 #: Configuration keys that describe *what the run chose* (the policy under test); every other
 #: configuration key describes the *scenario* (trace, scale, seed, workload, ...).
-CHOICE_KEYS: tuple[str, ...] = ("policy", "policy_params", "collective", "density", "compressor")
+CHOICE_KEYS: tuple[str, ...] = (
+    "policy",
+    "policy_params",
+    "collective",
+    "density",
+    "compressor",
+    # The transport is chosen too (the bounded-loss one and its deadline); the packet loss
+    # of the links is part of the scenario.
+    "loss_bound",
+    "deadline_s",
+)
 
 _RECORD_COLUMNS = frozenset(REQUIRED_COLUMNS) | frozenset(OPTIONAL_COLUMNS)
 
@@ -101,6 +111,10 @@ def policy_label(config: dict[str, Any]) -> str:
         if key == "compressor" and params.get("density") in (None, 1, 1.0):
             continue
         parts.append(f"{key}={_fmt(params[key])}")
+    if config.get("loss_bound") is not None:
+        parts.append(f"loss-bound={_fmt(config['loss_bound'])}")
+        if config.get("deadline_s") is not None:
+            parts.append(f"deadline={_fmt(1e3 * float(config['deadline_s']))}ms")
     return " ".join(parts)
 
 
