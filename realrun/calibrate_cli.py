@@ -7,12 +7,31 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["register", "run_calibrate"]
+__all__ = ["register", "run_calibrate", "parse_rates_mbit"]
+
+#: Longest ideal transfer (seconds) measured per size by --netns-mbit.
+_NETNS_CAP_S = 4.0
+
+
+def parse_rates_mbit(text: str) -> list[float]:
+    """``"25,100"`` -> ``[25.0, 100.0]`` (Mbit/s, each > 0); InputError otherwise."""
+    from sim.errors import InputError
+
+    try:
+        rates = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--netns-mbit must be numbers (Mbit/s), got {text!r}") from None
+    if not rates or not all(r > 0 and r == r and r != float("inf") for r in rates):
+        raise InputError(f"--netns-mbit must be rates > 0 (Mbit/s), got {text!r}")
+    return rates
 
 _EPILOG = """\
 examples:
   # measure this machine (gloo over loopback, 2 ranks, 1 KiB..1 MiB) and write a calibration
   compctl calibrate --measure --out gloo-cal.json
+  # measure the transport of netns-mode runs (root): tbf at 25 and 100 Mbit/s, 2..4 ranks
+  compctl calibrate --measure --netns-mbit 25,100 --max-ranks 4 --max-bytes 64MiB \
+      --out netns-cal.json
   # fit nccl-tests output and a CSV of ranks,bytes,seconds, against a 100 Gbit/s link
   compctl calibrate --nccl-tests ar_8gpu.txt --csv more.csv --transport nccl \\
       --link-gbps 100 --out nccl-cal.json
@@ -20,7 +39,8 @@ examples:
   compctl sim --fidelity stepwise --transport gloo --calibration gloo-cal.json ...
 
 The calibration file (schema compctl-transports/1) sets base_latency_s, hop_latency_s and
-bandwidth_efficiency of --transport; its note says which link bandwidth to simulate with.
+bandwidth_efficiency of --transport; its note says which link bandwidth to simulate with
+(netns measurements know their link rates: the efficiency is then relative to any rate).
 Residuals are relative: predicted / measured - 1.
 """
 
@@ -45,7 +65,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="CSV with header ranks,bytes,seconds (repeatable)")
     p.add_argument("--measure", action="store_true",
                    help="measure this machine: gloo allreduce over loopback, CPU tensors")
+    p.add_argument("--netns-mbit", default=None, metavar="R1,R2,...",
+                   help="--measure through the netns topology of `compctl real --emulation "
+                   "netns` (root): one namespace per rank, tbf at each of these rates (Mbit/s) "
+                   "on every rank's veth; sizes whose ideal transfer exceeds "
+                   f"{_NETNS_CAP_S:g} s are skipped")
     p.add_argument("--max-ranks", type=int, default=2, help="--measure: ranks 2..N (2)")
+    p.add_argument("--min-ranks", type=int, default=2,
+                   help="--measure: smallest rank count (2)")
     p.add_argument("--max-bytes", default="1MiB",
                    help="--measure: largest message, sizes double from 1 KiB (1MiB)")
     p.add_argument("--iters", type=int, default=10, help="--measure: timed repeats per size (10)")
@@ -91,6 +118,11 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
 
     if not (args.nccl_tests or args.csv or args.measure):
         raise InputError("give measurements (--nccl-tests, --csv) or --measure")
+    rates = parse_rates_mbit(args.netns_mbit) if args.netns_mbit else None
+    if rates is not None and not args.measure:
+        raise InputError("--netns-mbit needs --measure")
+    if rates is not None and args.link_gbps is not None:
+        raise InputError("--netns-mbit measures on links of known rates: give no --link-gbps")
     if args.transport not in TRANSPORTS:
         raise InputError(f"unknown transport {args.transport!r}; known: "
                          f"{', '.join(sorted(TRANSPORTS))}")
@@ -119,12 +151,24 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
         sources.append(f"CSV {path}")
     base = TRANSPORTS[args.transport]
     if args.measure:
-        from .allreduce_bench import measure
+        from .allreduce_bench import measure, measure_netns
 
         max_bytes = int(parse_bytes(args.max_bytes))
-        points += measure(args.max_ranks, max_bytes, iters=args.iters)
-        sources.append(f"gloo loopback microbenchmark, CPU tensors, ranks 2..{args.max_ranks}, "
-                       f"1 KiB..{max_bytes} B, median of {args.iters}")
+        lo = int(getattr(args, "min_ranks", 2))
+        if not 2 <= lo <= args.max_ranks:
+            raise InputError(f"--min-ranks must be in 2..--max-ranks, got {lo}")
+        counts = list(range(lo, args.max_ranks + 1))
+        if rates is None:
+            points += measure(args.max_ranks, max_bytes, iters=args.iters, ranks=counts)
+            sources.append(f"gloo loopback microbenchmark, CPU tensors, ranks "
+                           f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of {args.iters}")
+        else:
+            points += measure_netns(rates, args.max_ranks, max_bytes, iters=args.iters,
+                                    ranks=counts)
+            sources.append(f"gloo netns microbenchmark (tbf on veth at "
+                           f"{', '.join(f'{r:g}' for r in rates)} Mbit/s), CPU tensors, ranks "
+                           f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of "
+                           f">= {args.iters}")
         base = replace(base, host_copy_Bps=0.0)
     if args.host_copy_gbytes is not None:
         base = replace(base, host_copy_Bps=args.host_copy_gbytes * 1e9)
@@ -154,11 +198,15 @@ def _run(args: argparse.Namespace) -> int:
         f"per-hop latency {params['hop_latency_s'] * 1e6:.2f} us, "
         f"bandwidth efficiency {params['bandwidth_efficiency']:.4f}",
         doc["note"],
-        f"{'ranks':>5} {'bytes':>12} {'measured_ms':>12} {'predicted_ms':>12} {'error':>8}",
+        f"{'ranks':>5} {'Mbit/s':>7} {'bytes':>12} {'measured_ms':>12} {'predicted_ms':>12} "
+        f"{'error':>8}",
     ]
     for p in report["points"]:
         tag = "  held out" if p["held_out"] else ""
-        lines.append(f"{p['ranks']:>5} {p['bytes']:>12.0f} {p['measured_s'] * 1e3:>12.4f} "
+        bw = p.get("bandwidth_Bps")
+        rate = "-" if bw is None else f"{bw * 8e-6:g}"
+        lines.append(f"{p['ranks']:>5} {rate:>7} {p['bytes']:>12.0f} "
+                     f"{p['measured_s'] * 1e3:>12.4f} "
                      f"{p['predicted_s'] * 1e3:>12.4f} {p['rel_error']:>+8.2%}{tag}")
     for key, s in report["summary"].items():
         lines.append(f"{key}: {s['points']} points, mean |error| {s['mean_abs_rel_error']:.2%}, "

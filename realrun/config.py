@@ -19,6 +19,17 @@ from .emulation import EMULATION_MODES
 
 __all__ = ["RealConfig"]
 
+#: DS-Sync fields at their defaults (plain allreduce), left out of :meth:`RealConfig.to_dict`.
+_SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_every": 1}
+#: Loss fields and their defaults (left out of ``to_dict`` when at the default).
+_LOSS_DEFAULTS: dict[str, Any] = {
+    "loss_bound": None,
+    "deadline_s": None,
+    "packet_loss": None,
+    "loss_feedback": False,
+    "packet_bytes": 1500,
+}
+
 
 @dataclass(frozen=True)
 class RealConfig:
@@ -52,6 +63,21 @@ class RealConfig:
             controllers that read observations, once at the end for static ``dense``/``fixed``
             with a fixed collective and the STAR owner), ``each-step`` or ``end`` (refused for
             controllers that need observations).
+        sync: ``allreduce`` (default) or ``ds-sync``: ranks average their models inside
+            ``groups`` groups reshuffled every ``shuffle_every`` steps (:mod:`realrun.ds_sync`;
+            dense policy only). The three DS-Sync fields appear in :meth:`to_dict` only when
+            not at their defaults, so earlier runs' configurations are unchanged.
+        loss_bound: bounded-loss transport (:mod:`realrun.hook.loss`): fraction of each
+            bucket's packets a rank may leave missing, in ``[0, 1)``; ``None``: none.
+        deadline_s: its per-collective deadline (``None``: none).
+        packet_loss: per-packet loss probability of the seeded loss process, in ``[0, 1)``
+            (``None``: the trace's ``loss`` column at the start, else 0).
+        loss_feedback: keep the lost entries and add them back next step (error feedback).
+        packet_bytes: gradient bytes per packet (an MTU; smaller for the bundled models, whose
+            whole gradient is a few dozen 1500-byte packets).
+
+    The loss fields appear in :meth:`to_dict` only when set, so other runs' configurations
+    are unchanged.
     """
 
     workload: str
@@ -77,6 +103,14 @@ class RealConfig:
     agreement: str = "auto"
     device: str = "auto"
     nnodes: int = 1
+    sync: str = "allreduce"
+    groups: int = 1
+    shuffle_every: int = 1
+    loss_bound: float | None = None
+    deadline_s: float | None = None
+    packet_loss: float | None = None
+    loss_feedback: bool = False
+    packet_bytes: int = 1500
 
     def __post_init__(self) -> None:
         def need_int(name: str, lo: int) -> None:
@@ -112,9 +146,46 @@ class RealConfig:
             raise InputError(f"owner rule must be star or var, got {self.owner_rule!r}")
         if self.agreement not in ("auto", "each-step", "end"):
             raise InputError(f"agreement must be auto, each-step or end, got {self.agreement!r}")
+        from sim.sync import check_sync
+
+        check_sync(self.sync, self.world_size, self.groups, self.shuffle_every)
+        if self.sync == "ds-sync" and (self.policy != "dense" or self.policy_params):
+            raise InputError("--sync ds-sync averages dense models inside groups: it needs "
+                             "--policy dense without parameters")
+        self._check_loss()
         if self.agreement == "end" and self._observes():
             raise InputError(f"policy {self.policy!r} (owner {self.owner_rule}) reads "
                              "observations: it needs agreement each step")
+
+    def _check_loss(self) -> None:
+        from sim.lossy import check_fraction
+
+        if self.loss_bound is not None:
+            check_fraction("loss bound", self.loss_bound)
+            if not self.use_hook or self.sync != "allreduce":
+                raise InputError("the bounded-loss transport runs in the comm hook: it needs "
+                                 "the hook (not --no-hook) and --sync allreduce")
+        elif (self.deadline_s is not None or self.packet_loss is not None or self.loss_feedback
+              or self.packet_bytes != 1500):
+            raise InputError("--deadline-ms, --packet-loss, --loss-feedback and --packet-bytes "
+                             "need --loss-bound")
+        if self.packet_loss is not None:
+            check_fraction("packet loss", self.packet_loss)
+        pb = self.packet_bytes
+        if isinstance(pb, bool) or not isinstance(pb, int) or pb < 4:
+            raise InputError(f"packet bytes must be an integer >= 4, got {pb!r}")
+        d = self.deadline_s
+        if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float))
+                              or math.isnan(d) or d <= 0):
+            raise InputError(f"deadline must be > 0, got {d!r}")
+
+    def loss_rate(self) -> float:
+        """The loss process's per-packet probability: ``packet_loss``, else the trace's
+        ``loss`` at its start, else 0."""
+        if self.packet_loss is not None:
+            return float(self.packet_loss)
+        tr = self.link_trace() if self.trace is not None else None
+        return float(tr.state_at(0.0)[2]) if tr is not None else 0.0
 
     def _observes(self) -> bool:
         """Whether the controller (or the VAR owner) reads per-step observations."""
@@ -130,8 +201,13 @@ class RealConfig:
         return self.agreement == "each-step"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; inverse of :meth:`from_dict`."""
-        return asdict(self)
+        """JSON-ready dict; inverse of :meth:`from_dict` (DS-Sync and loss fields only when
+        set)."""
+        d = asdict(self)
+        for name, default in (*_SYNC_DEFAULTS.items(), *_LOSS_DEFAULTS.items()):
+            if d[name] == default:
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RealConfig:

@@ -35,6 +35,7 @@ from sim.control.types import Decision
 
 from .cluster import Cluster
 from .engine import IterationResult
+from .lossy_engine import LossTally, LossyLinks
 from .stepwise_net import CompiledSchedule, StepwiseNetwork
 from .topology import Topology, WorkerSpec
 from .workload_costs import WorkloadCosts
@@ -157,6 +158,8 @@ class StepwiseIterationModel(WorkloadCosts):
         self._frac = np.array([b.ready_frac for b in self.buckets])
         self._plans: dict[tuple[Decision, tuple[tuple[int, ...], ...] | None], StepwisePlan] = {}
         self._ones = Factors(np.ones(topology.n_ranks), np.zeros(topology.n_ranks))
+        #: The run's loss process (:mod:`sim.lossy_engine`); ``None``: lossless links.
+        self.lossy: LossyLinks | None = None
         #: Seed of the DS-Sync groupings (the run's seed, as real ranks use theirs).
         self.sync_seed = sync_seed
         self._domains: np.ndarray | None = None
@@ -263,11 +266,17 @@ class StepwiseIterationModel(WorkloadCosts):
         shift = 0.0
         comm = 0.0
         comp = plan.compress_s
+        lossy = self.lossy
+        tally = LossTally() if lossy is not None else None
         for i, cs in enumerate(plan.schedules):
             shift += comp[i]
             r = ready[i] + shift
             t = r if r > t_comm else t_comm
             dur = net.run(cs, start_s + t)
+            if lossy is not None and tally is not None:
+                out = lossy.stepwise(net, cs, start_s + t, dur)
+                tally.add(out)
+                dur = out.duration_s
             if observe is not None:
                 observe(plan.n_alpha[i], plan.n_bytes[i], dur)
             comm += dur
@@ -283,6 +292,9 @@ class StepwiseIterationModel(WorkloadCosts):
             comm,
             plan.payload_bytes,
             wait,
+            1.0 if tally is None else tally.delivered_frac,
+            0 if tally is None else tally.retx,
+            0.0 if tally is None else tally.dropped_frac,
         )
 
     def timeline(
@@ -400,6 +412,9 @@ def build_stepwise_model(
         )
     else:
         topo = load_topology(cfg.topology, cfg.workers, resolve_trace)
+    if topo.load_balancing == "auto":
+        # Per-packet spraying needs order-independent packets: the bounded-loss transport's.
+        topo.load_balancing = "spray" if cfg.loss_bound is not None else "hash"
     return StepwiseIterationModel(
         profile,
         cluster,

@@ -30,6 +30,7 @@ from sim.resource_bounds import check_sim_bounds
 if TYPE_CHECKING:
     import pandas as pd
 
+    from sim.lossy import LossParams
     from traces.model import TraceSet
 
 __all__ = [
@@ -54,12 +55,25 @@ _FLOAT_FIELDS = (
     "worker_speed_sigma",
     "intra_latency_s",
     "intra_bandwidth_Bps",
+    "loss_bound",
+    "deadline_s",
+    "packet_loss",
+    "rto_s",
 )
 
 
 #: Stepwise-only fields and their defaults (left out of ``to_dict`` when at the default).
 _STEPWISE_DEFAULTS: dict[str, Any] = {"transport": "ideal", "topology": None, "calibration": None}
 
+#: Loss-model fields and their defaults (left out of ``to_dict`` when at the default).
+_LOSS_DEFAULTS: dict[str, Any] = {
+    "loss_bound": None,
+    "deadline_s": None,
+    "packet_loss": None,
+    "trace_loss": False,
+    "rto_s": 0.005,
+    "mtu_bytes": 1500,
+}
 #: DS-Sync fields and their defaults (left out of ``to_dict`` when at the default, so the
 #: configurations and run ids of plain-allreduce runs are unchanged).
 _SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_every": 1}
@@ -155,6 +169,18 @@ class SimConfig:
         topology: stepwise only: a topology TOML file or bundled name (:mod:`sim.topology`);
             ``None`` is the flat cluster of the analytic level.
         calibration: stepwise only: a transport calibration file (JSON or TOML).
+        loss_bound: bounded-loss transport: fraction of gradient entries a collective may lose,
+            in ``[0, 1)`` (:mod:`sim.lossy`); ``None`` is the plain transport.
+        deadline_s: per-collective deadline of the bounded-loss transport (> 0; ``None``: none).
+        packet_loss: constant per-packet loss probability in ``[0, 1)``; ``None``: no loss, or
+            the trace's ``loss`` column with ``trace_loss``.
+        trace_loss: read the per-packet loss from the trace's ``loss`` column.
+        rto_s, mtu_bytes: the plain transport's retransmission timeout; gradient bytes per
+            packet.
+
+    The loss model is on when any of ``loss_bound``, ``packet_loss`` or ``trace_loss`` is set;
+    its fields appear in :meth:`to_dict` only when not at their defaults (as the stepwise ones),
+    so configurations without it (and their run ids and outputs) are unchanged.
         sync: ``allreduce`` (default) or ``ds-sync``: the synchronisation scheme given to every
             decision that does not choose one itself (:mod:`sim.sync`).
         groups: DS-Sync groups (divides ``workers``; 1 with ``allreduce``).
@@ -190,6 +216,12 @@ class SimConfig:
     transport: str = "ideal"
     topology: str | None = None
     calibration: str | None = None
+    loss_bound: float | None = None
+    deadline_s: float | None = None
+    packet_loss: float | None = None
+    trace_loss: bool = False
+    rto_s: float = 0.005
+    mtu_bytes: int = 1500
     sync: str = "allreduce"
     groups: int = 1
     shuffle_every: int = 1
@@ -269,6 +301,9 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
+        if not isinstance(self.trace_loss, bool):
+            raise InputError(f"trace_loss must be true or false, got {self.trace_loss!r}")
+        self.loss_params()  # validates the loss fields
         from sim.sync import check_sync
 
         check_sync(self.sync, self.workers, self.groups, self.shuffle_every)
@@ -284,10 +319,32 @@ class SimConfig:
         """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
         d = asdict(self)
         d["policy_params"] = dict(self.policy_params)
-        for name, default in (*_STEPWISE_DEFAULTS.items(), *_SYNC_DEFAULTS.items()):
+        for name, default in (
+            *_STEPWISE_DEFAULTS.items(),
+            *_SYNC_DEFAULTS.items(),
+            *_LOSS_DEFAULTS.items(),
+        ):
             if d[name] == default:
                 del d[name]
         return d
+
+    def loss_params(self) -> LossParams | None:
+        """The run's loss model, or ``None`` when it has none (today's lossless links)."""
+        from sim.lossy import LossParams
+
+        if self.loss_bound is None and self.packet_loss is None and not self.trace_loss:
+            if self.deadline_s is not None:
+                raise InputError("a deadline needs a loss bound (--loss-bound)")
+            return None
+        deadline = math.inf if self.deadline_s is None else self.deadline_s
+        return LossParams(
+            loss_bound=self.loss_bound,
+            deadline_s=deadline,
+            packet_loss=self.packet_loss,
+            trace_loss=self.trace_loss,
+            mtu_bytes=self.mtu_bytes,
+            rto_s=self.rto_s,
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SimConfig:
@@ -307,7 +364,7 @@ class SimConfig:
         # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
         for name in (
             "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
-            "shuffle_every",
+            "shuffle_every", "mtu_bytes",
         ):
             v = kw.get(name)
             if isinstance(v, float) and v.is_integer():
@@ -401,8 +458,14 @@ def _add_convergence(
     if "groups" in records:
         sync = (cfg.workers, records["groups"].tolist(), records["shuffle_every"].tolist())
     try:
+        lossy = "delivered_frac" in records
         cols, conv_meta = convergence_columns(
-            cfg.workload, records["compressor"].tolist(), records["density"].tolist(), sync=sync
+            cfg.workload,
+            records["compressor"].tolist(),
+            records["density"].tolist(),
+            delivered=records["delivered_frac"].tolist() if lossy else None,
+            dropped=records["dropped_frac"].tolist() if lossy else None,
+            sync=sync,
         )
     except InputError as exc:
         # E.g. a compressor the gradient traces hold no gains for: the run stays valid, without
@@ -413,6 +476,10 @@ def _add_convergence(
     records = records.copy()
     for name in ("progress", "pred_loss", "pred_accuracy"):
         records[name] = cols[name]
+    if lossy:
+        # The statistical gain with the lost entries counted (the ``gain`` column is the
+        # compressor's alone, what a controller observes).
+        records["loss_stat_gain"] = cols["stat_gain"]
     meta = dict(meta)
     meta["convergence"] = conv_meta
     return records, meta

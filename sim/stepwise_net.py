@@ -9,7 +9,8 @@ then costs
   transport's per-hop latency;
 - ``X``: the time the most loaded link needs for its bytes (flows sharing a link share its
   bandwidth; the step ends when its most loaded link has drained), at the transport's
-  bandwidth efficiency, and no faster than a TCP window allows per connection.
+  bandwidth efficiency, and no faster than a TCP window allows per connection; and at least
+  the transport's ``hop_floor_s`` (per-hop software time that overlaps the transfer).
 
 Chunk pipelining: with ``chunk_bytes`` each step's message is cut into ``C`` chunks. A link is
 one resource for all the steps that use it (a ring uses every link in every step), so chunking
@@ -209,6 +210,9 @@ class StepwiseNetwork:
             ids = paths[hops]
             w = np.broadcast_to(ph.nbytes[:, None], paths.shape)[hops]
             load = np.bincount(ids, weights=w, minlength=topo.n_links)
+            # Unresolved "auto" is the plain transport's: per-flow hashing.
+            if topo.spines > 1 and topo.load_balancing != "spray":
+                load = self._hashed(load, paths, ph.nbytes, ph.src, ph.dst)
             used = np.flatnonzero(load > 0)
             if len(used) == 0:
                 continue
@@ -224,6 +228,29 @@ class StepwiseNetwork:
         self._keep.append(cs)
         return cs
 
+    def _hashed(
+        self,
+        load: np.ndarray,
+        paths: np.ndarray,
+        nbytes: np.ndarray,
+        src: np.ndarray,
+        dst: np.ndarray,
+    ) -> np.ndarray:
+        """Uplink loads under per-flow hashing over the topology's spines (the spines' busiest
+        share, scaled to the uplink: :mod:`sim.lossy.multipath`)."""
+        from sim.lossy.multipath import effective_uplink_bytes
+
+        topo = self.topo
+        load = load.copy()
+        nb = np.broadcast_to(nbytes, (len(paths),)).astype(float)
+        for col in (2, 3):  # the uplink hops of a path (up out of, down into a rack)
+            eff = effective_uplink_bytes(
+                paths[:, col], nb, src, dst, topo.spines, "hash"
+            )
+            for lid, b in eff.items():
+                load[lid] = b
+        return load
+
     # ------------------------------------------------------------------ costs
     def _step_cost(self, ph: CompiledPhase, lat: np.ndarray, bw: np.ndarray) -> tuple[float, float]:
         """``(d, X)``: a step's latency and its most loaded link's time for all its bytes."""
@@ -235,6 +262,8 @@ class StepwiseNetwork:
             rtt = 2.0 * lat_path
             capped = ph.msg_bytes * rtt / tp.window_bytes
             x = max(x, float(capped.max()))
+        if tp.hop_floor_s > 0:
+            x = max(x, tp.hop_floor_s)
         return d, x
 
     def _cost(

@@ -14,6 +14,7 @@ from numpy.typing import ArrayLike
 
 from sim.errors import InputError
 
+from .loss import loss_gains
 from .model import ConvergenceModel
 from .progress import efficiency, progress_scalar
 
@@ -75,12 +76,18 @@ def annotate_records(
     model: ConvergenceModel,
     compressors: Sequence[str],
     densities: Sequence[float],
+    *,
+    delivered: Sequence[float] | None = None,
+    dropped: Sequence[float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-iteration columns for simulator run records: ``progress``, ``pred_loss``,
     ``pred_accuracy`` and ``stat_gain``, given each iteration's compressor and density.
 
     A run that mixes compressors uses, at each iteration, the gain of that iteration's
     compressor (a compressor the trace lacks raises :class:`InputError`; ``none`` is dense).
+    With ``delivered`` (the bounded-loss transport's delivered fraction per iteration, and
+    ``dropped``, its priority drops), the gains are multiplied by the loss's own gain
+    (:func:`sim.convergence.loss.loss_gains`).
     """
     if len(compressors) != len(densities):
         raise InputError("compressors and densities must have one entry per iteration")
@@ -93,6 +100,10 @@ def annotate_records(
         g = model.gain_schedule(sub, comp)
         idx = np.nonzero(np.concatenate([[False], np.asarray(mask, dtype=bool)]))[0]
         gains[idx] = g[idx]
+    if delivered is not None:
+        if len(delivered) != len(densities):
+            raise InputError("delivered must have one entry per iteration")
+        gains[1:] = gains[1:] * loss_gains(model, delivered, dropped)
     par = model.params
     prog = progress_scalar(gains, par.lam, par.mu, par.alpha, par.phase, par.knee)[1:]
     return {
@@ -163,6 +174,8 @@ def convergence_columns(
     compressors: Sequence[str],
     densities: Sequence[float],
     *,
+    delivered: Sequence[float] | None = None,
+    dropped: Sequence[float] | None = None,
     sync: tuple[int, Sequence[int], Sequence[int]] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Record columns and a meta.json entry for a simulated run of workload profile ``profile``.
@@ -175,7 +188,7 @@ def convergence_columns(
     """
     source, borrowed, note = trace_for_profile(profile)
     model = ConvergenceModel.bundled(source)
-    cols = annotate_records(model, compressors, densities)
+    cols = annotate_records(model, compressors, densities, delivered=delivered, dropped=dropped)
     meta: dict[str, Any] = {
         "gradient_trace": source,
         "borrowed": borrowed,
