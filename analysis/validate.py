@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.atomic_files import atomic_path
+from compctl_base.atomic_files import atomic_path
 from sim.errors import InputError
 
 if TYPE_CHECKING:

@@ -160,7 +160,7 @@ def _transport_calibration(args: argparse.Namespace, meta: dict[str, Any], tmp: 
         return None, "none (bundled transport parameters)"
     from pathlib import Path
 
-    from realrun.calibrate_cli import run_calibrate
+    from realrun.calibrate import run_calibrate
 
     ranks = max(2, int((meta.get("config") or {}).get("nproc", 2)))
     out = str(Path(tmp) / "transport-calibration.json")

@@ -1,7 +1,7 @@
-"""``compctl real``: run real DDP training with a compctl controller, and ``compctl validate``.
+"""``compctl real``: run real DDP training with a compctl controller.
 
-``validate`` lives in :mod:`analysis.validate_cli`; it is registered from here so the real-run
-commands sit together in ``compctl --help``.
+(``compctl validate`` is :mod:`analysis.validate_cli`; ``sim.entry.COMMANDS`` lists it next to
+``real`` in ``compctl --help``.)
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~realrun.config.RealConfig` the flags describe."""
-    from sim.cli_sim import parse_param
+    from sim.control.params import parse_param
 
     from .config import RealConfig
 
@@ -202,8 +202,5 @@ def _summarise(cfg: Any, dest: Any, *, as_json: bool) -> None:
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add ``real`` and ``validate`` to ``sub``."""
+    """Add ``real`` to ``sub``."""
     _add_real(sub)
-    from analysis.validate_cli import register as register_validate
-
-    register_validate(sub)

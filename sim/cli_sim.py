@@ -9,60 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from typing import Any
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
+from compctl_base.units import parse_bytes
+from sim.control.params import parse_param
 
 __all__ = ["register", "parse_bytes", "parse_param"]
-
-_SIZE_UNITS = {
-    "": 1.0,
-    "b": 1.0,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "tb": 1e12,
-    "kib": 2.0**10,
-    "mib": 2.0**20,
-    "gib": 2.0**30,
-    "tib": 2.0**40,
-}
-_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
-
-
-def parse_bytes(text: str) -> float:
-    """``"100MB"`` -> 1e8, ``"1.5GiB"`` -> 1.5 * 2^30, ``"4096"`` -> 4096 (bytes).
-
-    :class:`InputError` for an unknown unit or a malformed number.
-    """
-    m = _SIZE_RE.match(text)
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise InputError(
-            f"bad size {text!r}: expected a number with an optional unit "
-            "(B, kB, MB, GB, TB = powers of 10; KiB, MiB, GiB, TiB = powers of 2)"
-        )
-    return float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
-
-
-def parse_param(text: str) -> tuple[str, bool | int | float | str]:
-    """``key=value`` with the value read as bool, int, float or else string."""
-    if "=" not in text:
-        raise InputError(f"bad --param {text!r}: expected key=value")
-    key, raw = (s.strip() for s in text.split("=", 1))
-    if not key:
-        raise InputError(f"bad --param {text!r}: empty key")
-    low = raw.lower()
-    if low in ("true", "false"):
-        return key, low == "true"
-    for conv in (int, float):
-        try:
-            return key, conv(raw)
-        except ValueError:
-            pass
-    return key, raw
-
 
 def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):

@@ -55,13 +55,13 @@ from traces.model import PiecewiseTrace, TraceSet
 
 from .cluster import Cluster, StragglerModel, unroll_horizon_s
 from .collectives import IntraNodeLink, collective_shape
-from .workload_costs import WorkloadCosts
+from .workload_costs import IterationResult, WorkloadCosts
 from .workloads import WorkloadProfile, load_profile
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .runner import SimConfig
+    from .config import SimConfig
 
 __all__ = [
     "DecisionPlan",
@@ -169,19 +169,6 @@ class DecisionPlan:
     after_s: tuple[float, ...]
     compress_s: tuple[float, ...]
     payload_bytes: float
-
-
-@dataclass(frozen=True)
-class IterationResult:
-    """Outcome of one iteration; seconds, bytes per worker."""
-
-    compute_s: float
-    exposed_comm_s: float
-    compress_s: float
-    iter_s: float
-    comm_s: float
-    bytes_sent: float
-    straggler_wait_s: float = 0.0
 
 
 class IterationModel(WorkloadCosts):

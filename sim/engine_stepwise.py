@@ -34,16 +34,15 @@ from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
 
 from .cluster import Cluster
-from .engine import IterationResult
 from .stepwise_net import CompiledSchedule, StepwiseNetwork
 from .topology import Topology, WorkerSpec
-from .workload_costs import WorkloadCosts
+from .workload_costs import IterationResult, WorkloadCosts
 from .workloads import WorkloadProfile
 
 if TYPE_CHECKING:
     from traces.model import TraceSet
 
-    from .runner import SimConfig
+    from .config import SimConfig
 
 __all__ = [
     "Factors",

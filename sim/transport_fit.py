@@ -136,7 +136,7 @@ def read_nccl_tests(path: str, ranks: int | None = None) -> list[Measurement]:
 
 def write_csv(path: str, points: list[Measurement]) -> None:
     """Write ``points`` as a CSV :func:`read_csv` reads back (atomically)."""
-    from .atomic_files import atomic_write_bytes
+    from compctl_base.atomic_files import atomic_write_bytes
 
     lines = ["ranks,bytes,seconds"]
     lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r}" for m in points]
