@@ -292,7 +292,9 @@ def compare(real: pd.DataFrame, sim: pd.DataFrame, *, skip: int = 3) -> Validati
 def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
                     name: str = "",
                     compressed: tuple[pd.DataFrame, dict[str, Any]] | None = None,
-                    agreed: tuple[pd.DataFrame, dict[str, Any]] | None = None
+                    agreed: tuple[pd.DataFrame, dict[str, Any]] | None = None,
+                    fidelity: str = "analytic", transport: str = "ideal",
+                    transport_calibration: str | None = None
                     ) -> Calibration:
     """Fit :class:`Calibration` on a dense, constant-trace run (``real``, ``meta``) and,
     optionally, a compressed constant-trace run (``compressed``) of the same workload.
@@ -304,6 +306,8 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     communication - calibrated compute) / median simulated compression time per iteration.
     ``agreement_s`` (from ``agreed``: ``compressed``'s configuration run with per-step
     agreement) = the difference of their median non-communication times (>= 0).
+    The simulations behind ``extra_latency_s`` and ``compress_scale`` run at ``fidelity`` under
+    ``transport`` (and ``transport_calibration``), as the validation that applies them will.
     """
     from sim.collectives import collective_terms
     from sim.control.types import bucket_collectives_of
@@ -317,7 +321,8 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     if not (base > 0 and math.isfinite(comp) and comp > 0):
         raise InputError("cannot calibrate compute: the run has no measured compute time")
     scale = comp / base
-    sim, _ = simulate_like(meta, Calibration(scale, 0.0))
+    sim, _ = simulate_like(meta, Calibration(scale, 0.0), fidelity=fidelity,
+                           transport=transport, transport_calibration=transport_calibration)
     both = _aligned(real, sim, skip)
     s_idx = sim.set_index("iteration").loc[both["iteration"]]
     n = int(cfg.get("nproc", 2))
@@ -345,7 +350,8 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     c_steady = c_real[c_real["iteration"] >= skip]
     if (c_steady["compressor"].astype(str) == "none").all():
         raise InputError("cannot calibrate compression on a run that never compressed")
-    c_sim, _ = simulate_like(c_meta, cal)
+    c_sim, _ = simulate_like(c_meta, cal, fidelity=fidelity, transport=transport,
+                             transport_calibration=transport_calibration)
     non_comm = (c_steady["iter_s"] - c_steady["exposed_comm_s"]).to_numpy(float)
     c_sim_steady = c_sim[c_sim["iteration"] >= skip]
     sim_compress = float(np.nanmedian(c_sim_steady["compress_s"].to_numpy(float)))

@@ -31,12 +31,36 @@ def _run(args: argparse.Namespace) -> int:
     from sim.errors import InputError
     from sim.rundir import read_run
 
-    from .validate import Calibration, fit_calibration, validate
-
     if args.fit_calibration and args.calibration:
         raise InputError("give either --fit-calibration or --calibration, not both")
     if args.skip < 0:
         raise InputError(f"--skip must be >= 0, got {args.skip}")
+    if (args.fit_compressed or args.fit_agreement) and not args.fit_calibration:
+        raise InputError("--fit-compressed and --fit-agreement need --fit-calibration")
+    if args.fit_agreement and not args.fit_compressed:
+        raise InputError("--fit-agreement needs --fit-compressed")
+    if args.save_calibration and not args.fit_calibration:
+        raise InputError("--save-calibration needs --fit-calibration")
+    import tempfile
+
+    from .validate import real_side_kind
+
+    _, real_meta = read_run(args.real)
+    kind, words = real_side_kind(real_meta)
+    tmpdir = tempfile.TemporaryDirectory(prefix="compctl-validate-cal-")
+    try:
+        return _validate(args, real_meta, kind, words, tmpdir.name)
+    finally:
+        tmpdir.cleanup()
+
+
+def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, words: str,
+              tmp: str) -> int:
+    from sim.rundir import read_run
+
+    from .validate import Calibration, fit_calibration, validate
+
+    tcal, tcal_words, fidelity, transport = _transport_calibration(args, real_meta, tmp)
     cal: Calibration | None = None
     if args.calibration:
         cal = Calibration.load(args.calibration)
@@ -44,34 +68,21 @@ def _run(args: argparse.Namespace) -> int:
         real, meta = read_run(args.real)
         compressed = read_run(args.fit_compressed) if args.fit_compressed else None
         agreed = read_run(args.fit_agreement) if args.fit_agreement else None
-        if agreed is not None and compressed is None:
-            raise InputError("--fit-agreement needs --fit-compressed")
         fitted_on = " + ".join(str(x) for x in (args.real, args.fit_compressed,
                                                 args.fit_agreement) if x)
         cal = fit_calibration(real, meta, skip=args.skip, name=fitted_on,
-                              compressed=compressed, agreed=agreed)
-    if (args.fit_compressed or args.fit_agreement) and not args.fit_calibration:
-        raise InputError("--fit-compressed and --fit-agreement need --fit-calibration")
-    if args.save_calibration:
-        if cal is None:
-            raise InputError("--save-calibration needs --fit-calibration")
+                              compressed=compressed, agreed=agreed, fidelity=fidelity,
+                              transport=transport, transport_calibration=tcal)
+    if args.save_calibration and cal is not None:
         from pathlib import Path
 
         Path(args.save_calibration).write_text(cal.to_json())
-    import tempfile
-
-    from .validate import real_side_kind
-
-    _, real_meta = read_run(args.real)
-    kind, words = real_side_kind(real_meta)
-    with tempfile.TemporaryDirectory(prefix="compctl-validate-cal-") as tmp:
-        tcal, tcal_words = _transport_calibration(args, real_meta, tmp)
-        res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot,
-                          fidelity=args.fidelity, transport=args.transport,
-                          transport_calibration=tcal)
+    res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot,
+                      fidelity=fidelity, transport=transport, transport_calibration=tcal)
     out: dict[str, Any] = res.as_dict()
     out["comparison"] = {"real_side": kind, "description": words,
-                         "transport_calibration": tcal_words}
+                         "transport_calibration": tcal_words, "fidelity": fidelity,
+                         "transport": transport}
     if cal is not None:
         out["calibration"] = {"compute_scale": cal.compute_scale,
                               "extra_latency_s": cal.extra_latency_s,
@@ -84,6 +95,8 @@ def _run(args: argparse.Namespace) -> int:
         lines = [
             f"real side: {words}",
             f"transport calibration: {tcal_words}",
+            f"simulated at the {fidelity} level"
+            + (f", transport {transport}" if fidelity == "stepwise" else ""),
             f"iterations compared: {res.n}",
             f"iteration time: real {res.real_mean_iter_s * 1e3:.3f} ms, "
             f"sim {res.sim_mean_iter_s * 1e3:.3f} ms, MAPE {res.mape_iter:.2%} "
@@ -130,45 +143,140 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--save-calibration", default=None, help="write the fitted calibration")
     p.add_argument("--skip", type=int, default=3, help="leading iterations left out (3)")
     p.add_argument("--plot", default=None, help="PNG of both time series")
-    p.add_argument("--fidelity", default="analytic", choices=("analytic", "stepwise"),
-                   help="simulator fidelity of the prediction (analytic)")
-    p.add_argument("--transport", default="ideal",
-                   help="with --fidelity stepwise: ideal, nccl or gloo (ideal)")
+    p.add_argument("--fidelity", default=None, choices=("analytic", "stepwise"),
+                   help="simulator fidelity of the prediction (stepwise when a transport "
+                   "calibration applies, else analytic)")
+    p.add_argument("--transport", default=None,
+                   help="with --fidelity stepwise: ideal, nccl or gloo (gloo when a transport "
+                   "calibration is measured, else ideal)")
     p.add_argument("--transport-calibration", default=None, metavar="FILE",
-                   help="with --fidelity stepwise: transport calibration file "
-                   "(compctl calibrate --out)")
+                   help="transport calibration file (compctl calibrate --out), measured apart "
+                   "from the validated run")
     p.add_argument("--calibrate-transport", action="store_true",
-                   help="with --fidelity stepwise: measure this machine first (compctl calibrate "
-                   "--measure over the real run's rank count) and apply the fit")
+                   help="measure the transport first even if the run would not need it "
+                   "(the default for netns and unshaped runs without --transport-calibration)")
+    p.add_argument("--no-transport-calibration", action="store_true",
+                   help="compare with the bundled transport parameters (an uncalibrated "
+                   "comparison, labelled so)")
     p.add_argument("--json", action="store_true", help="numbers as JSON on stdout")
     p.set_defaults(func=_run)
 
 
 def _transport_calibration(args: argparse.Namespace, meta: dict[str, Any], tmp: str
-                           ) -> tuple[str | None, str]:
-    """The transport calibration file to apply and how it was obtained."""
+                           ) -> tuple[str | None, str, str, str]:
+    """``(file, how it was obtained, fidelity, transport)`` of the comparison.
+
+    Without ``--transport-calibration`` the transport is measured first where this machine can
+    measure the run's transport: netns-mode runs (the microbenchmark in the same namespaces
+    and tbf rates) and unshaped runs (loopback). Hook-emulated runs need none (the hook slept
+    the simulator's own formula); for tc-mode and multi-node runs the microbenchmark cannot
+    reach the link from here, so a file measured on the cluster must be given (or
+    ``--no-transport-calibration`` for a labelled uncalibrated comparison).
+    """
     from sim.errors import InputError
 
-    if args.transport_calibration and args.calibrate_transport:
-        raise InputError("give either --transport-calibration or --calibrate-transport")
-    if (args.transport_calibration or args.calibrate_transport) and args.fidelity != "stepwise":
-        raise InputError("--transport-calibration and --calibrate-transport need "
-                         "--fidelity stepwise")
+    given = [f for f, on in (("--transport-calibration", bool(args.transport_calibration)),
+                             ("--calibrate-transport", args.calibrate_transport),
+                             ("--no-transport-calibration", args.no_transport_calibration))
+             if on]
+    if len(given) > 1:
+        raise InputError(f"give only one of {', '.join(given)}")
+    if given and given[0] != "--no-transport-calibration" and args.fidelity == "analytic":
+        raise InputError(f"{given[0]} needs --fidelity stepwise (the analytic level has no "
+                         "transport)")
+    cfg = meta.get("config") or {}
+    emu = meta.get("emulation") or {}
+    mode = str(emu.get("mode", cfg.get("emulation", "hook")))
+    nnodes = int(cfg.get("nnodes", 1))
+
+    def plain(words: str) -> tuple[str | None, str, str, str]:
+        return None, words, args.fidelity or "analytic", args.transport or "ideal"
+
     if args.transport_calibration:
-        return str(args.transport_calibration), f"file {args.transport_calibration}"
-    if not args.calibrate_transport:
-        return None, "none (bundled transport parameters)"
+        return (str(args.transport_calibration), f"file {args.transport_calibration}",
+                args.fidelity or "stepwise", args.transport or "gloo")
+    if args.no_transport_calibration:
+        return plain("none (bundled transport parameters: uncalibrated, as asked)")
+    if args.sim is not None:
+        return plain("none (compared with the given simulated run)")
+    if args.fidelity == "analytic":
+        return plain("none (analytic fidelity has no transport)")
+    if not args.calibrate_transport and mode == "hook":
+        return plain("none needed (hook emulation slept the simulator's own link model)")
+    if mode == "tc" or nnodes > 1:
+        where = "tc mode shapes a real interface to other hosts" if mode == "tc" else (
+            f"the run spanned {nnodes} nodes")
+        raise InputError(f"no transport calibration: {where}, which the microbenchmark cannot "
+                         "measure from here; run `compctl calibrate` on the cluster (--csv, "
+                         "--nccl-tests) and give --transport-calibration, or "
+                         "--no-transport-calibration for an uncalibrated comparison")
+    transport = args.transport or "gloo"
+    return (_measure_now(args, meta, mode, transport, tmp), _measured_words(meta, mode),
+            args.fidelity or "stepwise", transport)
+
+
+def _netns_rates_mbit(meta: dict[str, Any]) -> list[float]:
+    """The distinct link rates (Mbit/s) of a netns run's trace, at most four of them."""
+    from traces.bundled import resolve_trace
+
+    spec = (meta.get("config") or {}).get("trace")
+    if not spec:
+        return [100.0]
+    rates = sorted({round(float(b) * 8e-6, 6) for tr in resolve_trace(spec).links.values()
+                    for b in tr.bandwidth_Bps})
+    if len(rates) > 4:
+        idx = [round(i * (len(rates) - 1) / 3) for i in range(4)]
+        rates = [rates[i] for i in idx]
+    return rates
+
+
+def _largest_message_bytes(meta: dict[str, Any]) -> int:
+    """The microbenchmark's largest size: the power of two at or above 4x the run's largest
+    gradient bucket (64 KiB..64 MiB), so the measured sizes cover every message it sent."""
+    from sim.errors import InputError
+    from sim.workloads import load_profile
+
+    cfg = meta.get("config") or {}
+    try:
+        prof = load_profile(str(cfg.get("workload", "")))
+        biggest = max(4.0 * b.numel for b in prof.buckets(
+            float(cfg.get("bucket_cap_mb", 25.0)) * 2**20))
+    except (InputError, ValueError):
+        biggest = 16.0 * 2**20
+    size = 64 * 1024
+    while size < 4 * biggest and size < 64 * 2**20:
+        size *= 2
+    return size
+
+
+def _measured_words(meta: dict[str, Any], mode: str) -> str:
+    n = max(2, int((meta.get("config") or {}).get("nproc", 2)))
+    if mode == "netns":
+        rates = ", ".join(f"{r:g}" for r in _netns_rates_mbit(meta))
+        return (f"measured now (gloo netns microbenchmark, {n} ranks, tbf at {rates} Mbit/s; "
+                "before and apart from the validated run)")
+    return f"measured now (gloo loopback microbenchmark, 2..{n} ranks)"
+
+
+def _measure_now(args: argparse.Namespace, meta: dict[str, Any], mode: str, transport: str,
+                 tmp: str) -> str:
+    """Run the microbenchmark in the real run's mode, fit ``transport``; the file written."""
     from pathlib import Path
 
     from realrun.calibrate import run_calibrate
 
-    ranks = max(2, int((meta.get("config") or {}).get("nproc", 2)))
+    n = max(2, int((meta.get("config") or {}).get("nproc", 2)))
     out = str(Path(tmp) / "transport-calibration.json")
-    sys.stderr.write(f"compctl: measuring allreduce on this machine first (gloo loopback, "
-                     f"2..{ranks} ranks) to calibrate the {args.transport} transport\n")
+    sys.stderr.write(f"compctl: no transport calibration given: measuring allreduce first, "
+                     f"{_measured_words(meta, mode)[len('measured now ('):-1]}, to calibrate "
+                     f"the {transport} transport\n")
+    rates = None
+    if mode == "netns":
+        rates = ",".join(f"{r:g}" for r in _netns_rates_mbit(meta))
     run_calibrate(argparse.Namespace(
-        nccl_tests=[], ranks=None, csv=[], measure=True, max_ranks=ranks, max_bytes="1MiB",
-        iters=10, save_measurements=None, transport=args.transport, collective="ring",
-        link_gbps=None, link_latency_ms=0.0, host_copy_gbytes=None, fit_max_bytes=None,
-        fit_ranks=None, out=out, json=False))
-    return out, f"measured now (gloo loopback microbenchmark, 2..{ranks} ranks)"
+        nccl_tests=[], ranks=None, csv=[], measure=True, max_ranks=n,
+        max_bytes=str(_largest_message_bytes(meta)), iters=3 if rates else 10,
+        netns_mbit=rates, min_ranks=n if rates else 2, save_measurements=None,
+        transport=transport, collective="ring", link_gbps=None, link_latency_ms=0.0,
+        host_copy_gbytes=None, fit_max_bytes=None, fit_ranks=None, out=out, json=False))
+    return out

@@ -1,17 +1,24 @@
-"""A small torch.distributed allreduce microbenchmark over loopback (``compctl calibrate
---measure``).
+"""A small torch.distributed allreduce microbenchmark (``compctl calibrate --measure``).
 
 For every rank count ``2..max_ranks`` the launcher starts that many processes of this module
-(gloo, CPU float32 tensors, a TCP store on 127.0.0.1); each times ``iters`` allreduces of every
-size after ``warmup`` untimed ones, a barrier before each, and rank 0 writes the median time per
-size (the slowest rank's, agreed by a max-allreduce) as JSON. Sizes double from 1 KiB up to
-``max_bytes``.
+(gloo, CPU float32 tensors); each times ``iters`` allreduces of every size after ``warmup``
+untimed ones, a barrier before each, and rank 0 writes the median time per size (the slowest
+rank's, agreed by a max-allreduce) as JSON. Sizes double from 1 KiB up to ``max_bytes``.
+
+Two places to measure:
+
+- loopback (default): every rank in this network namespace, a TCP store on 127.0.0.1;
+- ``netns_bandwidth_Bps``: the topology ``compctl real --emulation netns`` builds
+  (:class:`~realrun.netns.NetnsLab`: one namespace per rank, a veth pair to a bridge, ``tbf``
+  at that rate on every rank's egress), gloo bound to each rank's veth. This measures the
+  transport the netns-mode runs use, so a fit on it is the calibration for validating them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import statistics
@@ -24,7 +31,7 @@ from pathlib import Path
 from sim.errors import InputError
 from sim.transport_fit import Measurement
 
-__all__ = ["message_sizes", "measure"]
+__all__ = ["message_sizes", "measure", "measure_netns", "iters_for"]
 
 _KiB = 1024
 
@@ -42,35 +49,114 @@ def message_sizes(max_bytes: int, min_bytes: int = _KiB) -> list[int]:
 
 
 def measure(
-    max_ranks: int, max_bytes: int, *, iters: int = 10, warmup: int = 3, timeout_s: float = 120.0
+    max_ranks: int,
+    max_bytes: int,
+    *,
+    iters: int = 10,
+    warmup: int = 3,
+    timeout_s: float = 120.0,
+    netns_bandwidth_Bps: float | None = None,
+    ranks: list[int] | None = None,
+    sizes: list[int] | None = None,
 ) -> list[Measurement]:
-    """Median allreduce times for ranks ``2..max_ranks`` and sizes 1 KiB..``max_bytes``."""
-    from .launcher import free_port
-
+    """Median allreduce times for ranks ``2..max_ranks`` (or ``ranks``) and sizes
+    1 KiB..``max_bytes`` (or ``sizes``), over loopback or, with ``netns_bandwidth_Bps``,
+    through tbf-shaped veth pairs between namespaces (module docstring; needs root)."""
     if max_ranks < 2:
         raise InputError(f"--max-ranks must be >= 2, got {max_ranks}")
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1")
-    sizes = message_sizes(max_bytes)
+    if netns_bandwidth_Bps is not None and not netns_bandwidth_Bps > 0:
+        raise InputError(f"the netns bandwidth must be > 0, got {netns_bandwidth_Bps}")
+    sizes = message_sizes(max_bytes) if sizes is None else list(sizes)
+    counts = list(range(2, max_ranks + 1)) if ranks is None else list(ranks)
+    if not sizes or any(s < 4 for s in sizes) or any(n < 2 for n in counts):
+        raise InputError("sizes must be >= 4 bytes and rank counts >= 2")
     out: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="compctl-bench-") as tmp:
-        for n in range(2, max_ranks + 1):
+        for n in counts:
             result = Path(tmp) / f"r{n}.json"
-            port = free_port()
-            procs = []
-            for r in range(n):
-                env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
-                           MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-                cmd = [sys.executable, "-m", "realrun.allreduce_bench", "--sizes",
-                       ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", str(warmup)]
-                if r == 0:
-                    cmd += ["--out", str(result)]
-                procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.PIPE, start_new_session=True))
-            _wait_all(procs, timeout_s)
-            times = json.loads(result.read_text())
+            times = _measure_one(n, sizes, iters, warmup, timeout_s, netns_bandwidth_Bps, result)
             out += [Measurement(n, float(s), float(t)) for s, t in zip(sizes, times, strict=True)]
     return out
+
+
+def measure_netns(
+    rates_mbit: list[float],
+    max_ranks: int,
+    max_bytes: int,
+    *,
+    iters: int = 3,
+    cap_s: float = 4.0,
+    sizes: list[int] | None = None,
+    ranks: list[int] | None = None,
+) -> list[Measurement]:
+    """:func:`measure` through tbf at each rate (Mbit/s), each point naming its link rate;
+    sizes whose ideal ring time ``2 (n-1)/n size / rate`` exceeds ``cap_s`` are skipped."""
+    if max_ranks < 2:
+        raise InputError(f"--max-ranks must be >= 2, got {max_ranks}")
+    all_sizes = message_sizes(max_bytes) if sizes is None else list(sizes)
+    out: list[Measurement] = []
+    for mbit in rates_mbit:
+        bw = mbit * 1e6 / 8.0
+        for n in (list(range(2, max_ranks + 1)) if ranks is None else ranks):
+            fit = [s for s in all_sizes if 2.0 * (n - 1) / n * s / bw <= cap_s]
+            if not fit:
+                continue
+            pts = measure(n, max(fit), iters=iters, warmup=1, timeout_s=60.0 + 12.0 * cap_s *
+                          (iters + 1) * len(fit), netns_bandwidth_Bps=bw, ranks=[n], sizes=fit)
+            out += [Measurement(m.ranks, m.size_bytes, m.time_s, bw) for m in pts]
+    return out
+
+
+def _measure_one(n: int, sizes: list[int], iters: int, warmup: int, timeout_s: float,
+                 netns_bandwidth_Bps: float | None, result: Path) -> list[float]:
+    """One ``n``-rank benchmark; the median time per size."""
+    import contextlib
+
+    from .launcher import free_port
+
+    with contextlib.ExitStack() as st:
+        prefixes: list[list[str]] = [[] for _ in range(n)]
+        ifaces: list[str | None] = [None] * n
+        master = "127.0.0.1"
+        if netns_bandwidth_Bps is not None:
+            from .netns import NetnsLab
+
+            lab = st.enter_context(NetnsLab(n, bandwidth_Bps=netns_bandwidth_Bps))
+            prefixes = [lab.exec_prefix(r) for r in range(n)]
+            ifaces = [lab.iface(r) for r in range(n)]
+            master = lab.addr(0)
+        counts = [iters_for(n, s, iters, netns_bandwidth_Bps) for s in sizes]
+        port = free_port()
+        procs = []
+        for r in range(n):
+            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR=master,
+                       MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+            iface = ifaces[r]
+            if iface is not None:
+                env["GLOO_SOCKET_IFNAME"] = iface
+            cmd = [*prefixes[r], sys.executable, "-m", "realrun.allreduce_bench", "--sizes",
+                   ",".join(map(str, sizes)), "--iters", ",".join(map(str, counts)),
+                   "--warmup", str(warmup)]
+            if r == 0:
+                cmd += ["--out", str(result)]
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.PIPE, start_new_session=True))
+        _wait_all(procs, timeout_s)
+        times: list[float] = json.loads(result.read_text())
+    return times
+
+
+def iters_for(ranks: int, size_bytes: int, iters: int, bandwidth_Bps: float | None,
+              budget_s: float = 0.3, most: int = 60) -> int:
+    """Timed repeats of one size: ``iters``, raised for quick collectives on a shaped link
+    until they fill about ``budget_s`` (at most ``most``), so that small messages, whose times
+    on a loaded machine are mostly scheduling noise, get a median over many repeats."""
+    if bandwidth_Bps is None:
+        return iters
+    est_s = 2.0 * (ranks - 1) / ranks * size_bytes / bandwidth_Bps + 2.0 * (ranks - 1) * 2e-4
+    return max(iters, min(most, math.ceil(budget_s / est_s)))
 
 
 def _wait_all(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
@@ -98,19 +184,27 @@ def _worker(argv: list[str]) -> int:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", required=True)
-    ap.add_argument("--iters", type=int, required=True)
+    ap.add_argument("--iters", required=True, help="repeats per size (comma-separated)")
     ap.add_argument("--warmup", type=int, required=True)
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
+    sizes = [int(s) for s in a.sizes.split(",")]
+    counts = [int(k) for k in a.iters.split(",")]
+    if len(counts) == 1:
+        counts *= len(sizes)
+    # Warm the connections up (first sends, the congestion controller's start) before timing.
+    small = torch.ones(256, dtype=torch.float32)
+    for _ in range(10):
+        dist.all_reduce(small)
     medians = []
-    for size in (int(s) for s in a.sizes.split(",")):
+    for size, count in zip(sizes, counts, strict=True):
         buf = torch.ones(max(1, size // 4), dtype=torch.float32)
         for _ in range(a.warmup):
             dist.all_reduce(buf)
         ts = []
-        for _ in range(a.iters):
+        for _ in range(count):
             dist.barrier()
             t0 = time.perf_counter()
             dist.all_reduce(buf)

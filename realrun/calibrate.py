@@ -1,8 +1,8 @@
 """The work of ``compctl calibrate`` as a library call: read or measure allreduce times, fit
 the simulator's transport parameters (:mod:`sim.transport_fit`), write the calibration file.
 
-:mod:`realrun.calibrate_cli` is its front end; ``compctl validate --calibrate-transport``
-(:mod:`analysis.validate_cli`) calls it directly.
+:mod:`realrun.calibrate_cli` is its front end; ``compctl validate`` (:mod:`analysis.validate_cli`)
+calls it directly to measure the transport first.
 """
 
 from __future__ import annotations
@@ -10,7 +10,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["run_calibrate"]
+__all__ = ["NETNS_CAP_S", "parse_rates_mbit", "run_calibrate"]
+
+#: Longest ideal transfer (seconds) measured per size by --netns-mbit.
+NETNS_CAP_S = 4.0
+
+
+def parse_rates_mbit(text: str) -> list[float]:
+    """``"25,100"`` -> ``[25.0, 100.0]`` (Mbit/s, each > 0); InputError otherwise."""
+    from sim.errors import InputError
+
+    try:
+        rates = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--netns-mbit must be numbers (Mbit/s), got {text!r}") from None
+    if not rates or not all(r > 0 and r == r and r != float("inf") for r in rates):
+        raise InputError(f"--netns-mbit must be rates > 0 (Mbit/s), got {text!r}")
+    return rates
 
 
 def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
@@ -33,6 +49,11 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
 
     if not (args.nccl_tests or args.csv or args.measure):
         raise InputError("give measurements (--nccl-tests, --csv) or --measure")
+    rates = parse_rates_mbit(args.netns_mbit) if args.netns_mbit else None
+    if rates is not None and not args.measure:
+        raise InputError("--netns-mbit needs --measure")
+    if rates is not None and args.link_gbps is not None:
+        raise InputError("--netns-mbit measures on links of known rates: give no --link-gbps")
     if args.transport not in TRANSPORTS:
         raise InputError(f"unknown transport {args.transport!r}; known: "
                          f"{', '.join(sorted(TRANSPORTS))}")
@@ -61,12 +82,24 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
         sources.append(f"CSV {path}")
     base = TRANSPORTS[args.transport]
     if args.measure:
-        from .allreduce_bench import measure
+        from .allreduce_bench import measure, measure_netns
 
         max_bytes = int(parse_bytes(args.max_bytes))
-        points += measure(args.max_ranks, max_bytes, iters=args.iters)
-        sources.append(f"gloo loopback microbenchmark, CPU tensors, ranks 2..{args.max_ranks}, "
-                       f"1 KiB..{max_bytes} B, median of {args.iters}")
+        lo = int(getattr(args, "min_ranks", 2))
+        if not 2 <= lo <= args.max_ranks:
+            raise InputError(f"--min-ranks must be in 2..--max-ranks, got {lo}")
+        counts = list(range(lo, args.max_ranks + 1))
+        if rates is None:
+            points += measure(args.max_ranks, max_bytes, iters=args.iters, ranks=counts)
+            sources.append(f"gloo loopback microbenchmark, CPU tensors, ranks "
+                           f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of {args.iters}")
+        else:
+            points += measure_netns(rates, args.max_ranks, max_bytes, iters=args.iters,
+                                    ranks=counts)
+            sources.append(f"gloo netns microbenchmark (tbf on veth at "
+                           f"{', '.join(f'{r:g}' for r in rates)} Mbit/s), CPU tensors, ranks "
+                           f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of "
+                           f">= {args.iters}")
         base = replace(base, host_copy_Bps=0.0)
     if args.host_copy_gbytes is not None:
         base = replace(base, host_copy_Bps=args.host_copy_gbytes * 1e9)

@@ -7,14 +7,18 @@ import json
 import sys
 from typing import Any
 
-from .calibrate import run_calibrate
+from .calibrate import NETNS_CAP_S, parse_rates_mbit, run_calibrate
 
-__all__ = ["register", "run_calibrate"]
+__all__ = ["register", "run_calibrate", "parse_rates_mbit"]
+
 
 _EPILOG = """\
 examples:
   # measure this machine (gloo over loopback, 2 ranks, 1 KiB..1 MiB) and write a calibration
   compctl calibrate --measure --out gloo-cal.json
+  # measure the transport of netns-mode runs (root): tbf at 25 and 100 Mbit/s, 2..4 ranks
+  compctl calibrate --measure --netns-mbit 25,100 --max-ranks 4 --max-bytes 64MiB \
+      --out netns-cal.json
   # fit nccl-tests output and a CSV of ranks,bytes,seconds, against a 100 Gbit/s link
   compctl calibrate --nccl-tests ar_8gpu.txt --csv more.csv --transport nccl \\
       --link-gbps 100 --out nccl-cal.json
@@ -22,7 +26,8 @@ examples:
   compctl sim --fidelity stepwise --transport gloo --calibration gloo-cal.json ...
 
 The calibration file (schema compctl-transports/1) sets base_latency_s, hop_latency_s and
-bandwidth_efficiency of --transport; its note says which link bandwidth to simulate with.
+bandwidth_efficiency of --transport; its note says which link bandwidth to simulate with
+(netns measurements know their link rates: the efficiency is then relative to any rate).
 Residuals are relative: predicted / measured - 1.
 """
 
@@ -47,7 +52,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="CSV with header ranks,bytes,seconds (repeatable)")
     p.add_argument("--measure", action="store_true",
                    help="measure this machine: gloo allreduce over loopback, CPU tensors")
+    p.add_argument("--netns-mbit", default=None, metavar="R1,R2,...",
+                   help="--measure through the netns topology of `compctl real --emulation "
+                   "netns` (root): one namespace per rank, tbf at each of these rates (Mbit/s) "
+                   "on every rank's veth; sizes whose ideal transfer exceeds "
+                   f"{NETNS_CAP_S:g} s are skipped")
     p.add_argument("--max-ranks", type=int, default=2, help="--measure: ranks 2..N (2)")
+    p.add_argument("--min-ranks", type=int, default=2,
+                   help="--measure: smallest rank count (2)")
     p.add_argument("--max-bytes", default="1MiB",
                    help="--measure: largest message, sizes double from 1 KiB (1MiB)")
     p.add_argument("--iters", type=int, default=10, help="--measure: timed repeats per size (10)")
@@ -85,11 +97,15 @@ def _run(args: argparse.Namespace) -> int:
         f"per-hop latency {params['hop_latency_s'] * 1e6:.2f} us, "
         f"bandwidth efficiency {params['bandwidth_efficiency']:.4f}",
         doc["note"],
-        f"{'ranks':>5} {'bytes':>12} {'measured_ms':>12} {'predicted_ms':>12} {'error':>8}",
+        f"{'ranks':>5} {'Mbit/s':>7} {'bytes':>12} {'measured_ms':>12} {'predicted_ms':>12} "
+        f"{'error':>8}",
     ]
     for p in report["points"]:
         tag = "  held out" if p["held_out"] else ""
-        lines.append(f"{p['ranks']:>5} {p['bytes']:>12.0f} {p['measured_s'] * 1e3:>12.4f} "
+        bw = p.get("bandwidth_Bps")
+        rate = "-" if bw is None else f"{bw * 8e-6:g}"
+        lines.append(f"{p['ranks']:>5} {rate:>7} {p['bytes']:>12.0f} "
+                     f"{p['measured_s'] * 1e3:>12.4f} "
                      f"{p['predicted_s'] * 1e3:>12.4f} {p['rel_error']:>+8.2%}{tag}")
     for key, s in report["summary"].items():
         lines.append(f"{key}: {s['points']} points, mean |error| {s['mean_abs_rel_error']:.2%}, "

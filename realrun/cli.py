@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from sim.errors import InputError
+from sim.sync.cli_args import add_sync_args, sync_from_args
 
 __all__ = ["register"]
 
@@ -100,6 +101,7 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--timeout-s", type=float, default=None,
                    help="stop the run when a rank makes no progress for this long "
                    "(default: sized from the trace, at least 120 s)")
+    add_sync_args(p)
     p.add_argument("--out", required=True, help="run directory to write")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -118,6 +120,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         raise InputError("a --param key is given twice")
     if args.no_hook and args.policy != "dense":
         raise InputError("--no-hook runs DDP's built-in allreduce: it needs --policy dense")
+    sync, groups, shuffle_every = sync_from_args(args, args.nproc * args.nnodes)
     return RealConfig(
         workload=args.workload,
         nproc=args.nproc,
@@ -142,6 +145,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
         agreement=args.agreement,
         device=args.device,
         nnodes=args.nnodes,
+        sync=sync,
+        groups=groups,
+        shuffle_every=shuffle_every,
     )
 
 

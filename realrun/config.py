@@ -19,6 +19,9 @@ from .emulation import EMULATION_MODES
 
 __all__ = ["RealConfig"]
 
+#: DS-Sync fields at their defaults (plain allreduce), left out of :meth:`RealConfig.to_dict`.
+_SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_every": 1}
+
 
 @dataclass(frozen=True)
 class RealConfig:
@@ -52,6 +55,10 @@ class RealConfig:
             controllers that read observations, once at the end for static ``dense``/``fixed``
             with a fixed collective and the STAR owner), ``each-step`` or ``end`` (refused for
             controllers that need observations).
+        sync: ``allreduce`` (default) or ``ds-sync``: ranks average their models inside
+            ``groups`` groups reshuffled every ``shuffle_every`` steps (:mod:`realrun.ds_sync`;
+            dense policy only). The three DS-Sync fields appear in :meth:`to_dict` only when
+            not at their defaults, so earlier runs' configurations are unchanged.
     """
 
     workload: str
@@ -77,6 +84,9 @@ class RealConfig:
     agreement: str = "auto"
     device: str = "auto"
     nnodes: int = 1
+    sync: str = "allreduce"
+    groups: int = 1
+    shuffle_every: int = 1
 
     def __post_init__(self) -> None:
         def need_int(name: str, lo: int) -> None:
@@ -112,6 +122,12 @@ class RealConfig:
             raise InputError(f"owner rule must be star or var, got {self.owner_rule!r}")
         if self.agreement not in ("auto", "each-step", "end"):
             raise InputError(f"agreement must be auto, each-step or end, got {self.agreement!r}")
+        from sim.sync import check_sync
+
+        check_sync(self.sync, self.world_size, self.groups, self.shuffle_every)
+        if self.sync == "ds-sync" and (self.policy != "dense" or self.policy_params):
+            raise InputError("--sync ds-sync averages dense models inside groups: it needs "
+                             "--policy dense without parameters")
         if self.agreement == "end" and self._observes():
             raise InputError(f"policy {self.policy!r} (owner {self.owner_rule}) reads "
                              "observations: it needs agreement each step")
@@ -130,8 +146,12 @@ class RealConfig:
         return self.agreement == "each-step"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; inverse of :meth:`from_dict`."""
-        return asdict(self)
+        """JSON-ready dict; inverse of :meth:`from_dict` (DS-Sync fields only when set)."""
+        d = asdict(self)
+        for name, default in _SYNC_DEFAULTS.items():
+            if d[name] == default:
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RealConfig:

@@ -123,8 +123,15 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
         agree_each_step=cfg.agree_each_step(),
         device=dev,
     )
-    if cfg.use_hook:
+    ds = cfg.sync == "ds-sync"
+    averager = None
+    if ds:
+        from .ds_sync import GroupAverager
+
+        averager = GroupAverager(world, rank, cfg.groups, cfg.shuffle_every, cfg.seed, emulator)
+    elif cfg.use_hook:
         ddp.register_comm_hook(state, compression_hook)
+    hooked = cfg.use_hook and not ds
 
     # The first batch loads the data set (seconds): fetch it before anything is timed.
     first = next(data)
@@ -162,6 +169,7 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
     starts: list[float] = []
     losses: list[float] = []
     plain_iter: list[float] = []
+    ds_steps: list[tuple[float, float]] = []
     evals: dict[int, dict[str, float]] = {}
     timer = IterationTimer(dev)
     try:
@@ -174,17 +182,26 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
             timer.start()
             starts.append(time.monotonic() - t0 if it > 0 else 0.0)
             x, y = first if it == 0 else next(data)
-            loss = wl.loss_fn(ddp(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            if averager is not None:
+                from .ds_sync import ds_sync_step
+
+                loss, avg_s, avg_bytes, label = ds_sync_step(
+                    ddp, opt, wl.loss_fn, (x, y), averager, it
+                )
+                ds_steps.append((avg_s, avg_bytes))
+                rlog.write("ds_sync", iteration=it, grouping=label, comm_s=avg_s)
+            else:
+                loss = wl.loss_fn(ddp(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
             iter_s = timer.stop()
             losses.append(float(loss.detach()))
-            if cfg.use_hook:
+            if hooked:
                 state.end_iteration(iter_s=iter_s, wait=False)
             else:
                 plain_iter.append(iter_s)
-            _log_iteration(rlog, cfg, state, it, starts[-1], iter_s, losses[-1], trace)
+            _log_iteration(rlog, cfg, state, it, starts[-1], iter_s, losses[-1], trace, hooked)
             if (it + 1) % cfg.eval_every == 0 or it + 1 == cfg.steps:
                 # Every rank evaluates the same model (same cost), then they line up again,
                 # so evaluation never leaks into the next iteration's timings. The trace clock
@@ -198,12 +215,21 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        if cfg.use_hook:
+        agreed: list[bool] | None = None
+        if averager is not None:
+            from .ds_sync import agree_ds_sync
+
+            history, agreed = agree_ds_sync(cfg, plain_iter, ds_steps, averager.history, dev)
+        elif hooked:
             state.flush()
             history = state.history
         else:
             history = _agree_plain(plain_iter, world, dev)
         rows = _rows(cfg, history, starts, trace, losses, evals, world, dev)
+        if averager is not None and agreed is not None:
+            for row, label, ok in zip(rows, averager.history, agreed, strict=True):
+                row.update(sync=cfg.sync, groups=cfg.groups, shuffle_every=cfg.shuffle_every,
+                           grouping=label, grouping_agreed=ok)
     finally:
         if bar is not None:
             bar.close()
@@ -227,13 +253,14 @@ def _on_device(batches: Any, dev: torch.device) -> Any:
 
 
 def _log_iteration(rlog: RankLog, cfg: RealConfig, state: CompressionHookState, it: int,
-                   start_s: float, iter_s: float, loss: float, trace: Any) -> None:
+                   start_s: float, iter_s: float, loss: float, trace: Any,
+                   hooked: bool) -> None:
     """Append this rank's own view of iteration ``it`` (agreed values come at the end)."""
     values: dict[str, Any] = {"iteration": it, "start_s": start_s, "iter_s": iter_s,
                               "loss": loss}
     if trace is not None:
         values.update(latency_s=trace.latency_at(start_s), bandwidth_Bps=trace.bandwidth_at(start_s))
-    local = state.last_local if cfg.use_hook else None
+    local = state.last_local if hooked else None
     if local is not None and local[0].iteration == it:
         cur, row = local
         values.update(comm_s=row[1], exposed_comm_s=row[2], compress_s=row[3],
@@ -275,7 +302,7 @@ def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], t
             iter_s = st.iter_s  # iteration 0 precedes the trace clock; the last has no next
         row = _row(cfg, st, start_s, trace, loss_mean[it])
         row["iter_s"] = iter_s
-        if cfg.use_hook and iter_s == iter_s:
+        if (cfg.use_hook or cfg.sync != "allreduce") and iter_s == iter_s:
             row["exposed_comm_s"], row["compress_s"], row["compute_s"] = split_iteration(
                 iter_s, st.exposed_comm_s, st.compress_s)
         row.update(evals.get(it, {}))
@@ -301,7 +328,7 @@ def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,
         "collective": d.collective_label,
         "latency_s": lat,
         "bandwidth_Bps": bw,
-        "policy": cfg.policy if cfg.use_hook else "ddp-builtin",
+        "policy": cfg.policy if cfg.use_hook or cfg.sync != "allreduce" else "ddp-builtin",
         "source": "real",
         "comm_s": st.comm_s,
         "gain": st.gain,

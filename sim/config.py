@@ -19,10 +19,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sim.errors import InputError
 from sim.resource_bounds import check_sim_bounds
+
+if TYPE_CHECKING:
+    from sim.lossy import LossParams
 
 __all__ = ["FIDELITIES", "SimConfig", "default_compressor"]
 
@@ -40,11 +43,28 @@ _FLOAT_FIELDS = (
     "worker_speed_sigma",
     "intra_latency_s",
     "intra_bandwidth_Bps",
+    "loss_bound",
+    "deadline_s",
+    "packet_loss",
+    "rto_s",
 )
 
 
 #: Stepwise-only fields and their defaults (left out of ``to_dict`` when at the default).
 _STEPWISE_DEFAULTS: dict[str, Any] = {"transport": "ideal", "topology": None, "calibration": None}
+
+#: Loss-model fields and their defaults (left out of ``to_dict`` when at the default).
+_LOSS_DEFAULTS: dict[str, Any] = {
+    "loss_bound": None,
+    "deadline_s": None,
+    "packet_loss": None,
+    "trace_loss": False,
+    "rto_s": 0.005,
+    "mtu_bytes": 1500,
+}
+#: DS-Sync fields and their defaults (left out of ``to_dict`` when at the default, so the
+#: configurations and run ids of plain-allreduce runs are unchanged).
+_SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_every": 1}
 
 #: The collective value that asks the policy to pick the collective per decision.
 _AUTO = "auto"
@@ -137,9 +157,25 @@ class SimConfig:
         topology: stepwise only: a topology TOML file or bundled name (:mod:`sim.topology`);
             ``None`` is the flat cluster of the analytic level.
         calibration: stepwise only: a transport calibration file (JSON or TOML).
+        loss_bound: bounded-loss transport: fraction of gradient entries a collective may lose,
+            in ``[0, 1)`` (:mod:`sim.lossy`); ``None`` is the plain transport.
+        deadline_s: per-collective deadline of the bounded-loss transport (> 0; ``None``: none).
+        packet_loss: constant per-packet loss probability in ``[0, 1)``; ``None``: no loss, or
+            the trace's ``loss`` column with ``trace_loss``.
+        trace_loss: read the per-packet loss from the trace's ``loss`` column.
+        rto_s, mtu_bytes: the plain transport's retransmission timeout; gradient bytes per
+            packet.
 
-    The three stepwise-only fields appear in :meth:`to_dict` only when not at their defaults,
-    so analytic configurations (and their run ids) are unchanged.
+    The loss model is on when any of ``loss_bound``, ``packet_loss`` or ``trace_loss`` is set;
+    its fields appear in :meth:`to_dict` only when not at their defaults (as the stepwise ones),
+    so configurations without it (and their run ids and outputs) are unchanged.
+        sync: ``allreduce`` (default) or ``ds-sync``: the synchronisation scheme given to every
+            decision that does not choose one itself (:mod:`sim.sync`).
+        groups: DS-Sync groups (divides ``workers``; 1 with ``allreduce``).
+        shuffle_every: DS-Sync steps between reshuffles of the groups (>= 1).
+
+    The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
+    when not at their defaults, so earlier configurations (and their run ids) are unchanged.
     """
 
     workload: str
@@ -168,6 +204,15 @@ class SimConfig:
     transport: str = "ideal"
     topology: str | None = None
     calibration: str | None = None
+    loss_bound: float | None = None
+    deadline_s: float | None = None
+    packet_loss: float | None = None
+    trace_loss: bool = False
+    rto_s: float = 0.005
+    mtu_bytes: int = 1500
+    sync: str = "allreduce"
+    groups: int = 1
+    shuffle_every: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
@@ -244,6 +289,12 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
+        if not isinstance(self.trace_loss, bool):
+            raise InputError(f"trace_loss must be true or false, got {self.trace_loss!r}")
+        self.loss_params()  # validates the loss fields
+        from sim.sync import check_sync
+
+        check_sync(self.sync, self.workers, self.groups, self.shuffle_every)
         check_sim_bounds(
             workers=self.workers,
             iterations=self.iterations,
@@ -256,10 +307,32 @@ class SimConfig:
         """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
         d = asdict(self)
         d["policy_params"] = dict(self.policy_params)
-        for name, default in _STEPWISE_DEFAULTS.items():
+        for name, default in (
+            *_STEPWISE_DEFAULTS.items(),
+            *_SYNC_DEFAULTS.items(),
+            *_LOSS_DEFAULTS.items(),
+        ):
             if d[name] == default:
                 del d[name]
         return d
+
+    def loss_params(self) -> LossParams | None:
+        """The run's loss model, or ``None`` when it has none (today's lossless links)."""
+        from sim.lossy import LossParams
+
+        if self.loss_bound is None and self.packet_loss is None and not self.trace_loss:
+            if self.deadline_s is not None:
+                raise InputError("a deadline needs a loss bound (--loss-bound)")
+            return None
+        deadline = math.inf if self.deadline_s is None else self.deadline_s
+        return LossParams(
+            loss_bound=self.loss_bound,
+            deadline_s=deadline,
+            packet_loss=self.packet_loss,
+            trace_loss=self.trace_loss,
+            mtu_bytes=self.mtu_bytes,
+            rto_s=self.rto_s,
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SimConfig:
@@ -277,7 +350,10 @@ class SimConfig:
             raise InputError(f"config field {missing[0]!r} is required")
         kw = dict(d)
         # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
-        for name in ("workers", "iterations", "seed", "gpus_per_node", "dtype_bytes"):
+        for name in (
+            "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
+            "shuffle_every", "mtu_bytes",
+        ):
             v = kw.get(name)
             if isinstance(v, float) and v.is_integer():
                 kw[name] = int(v)

@@ -55,6 +55,8 @@ from traces.model import PiecewiseTrace, TraceSet
 
 from .cluster import Cluster, StragglerModel, unroll_horizon_s
 from .collectives import IntraNodeLink, collective_shape
+from .lossy_engine import LossTally, LossyLinks, loss_rng
+from .sync.sizing import group_size_and_intra
 from .workload_costs import IterationResult, WorkloadCosts
 from .workloads import WorkloadProfile, load_profile
 
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DecisionPlan",
+    "group_size_and_intra",
     "GradNormSource",
     "IterationModel",
     "IterationResult",
@@ -200,25 +203,33 @@ class IterationModel(WorkloadCosts):
         self._seg_bw: list[float] = cluster.link.bandwidth_Bps.tolist()
         last_end = cluster.link.period_s if cluster.link.period_s is not None else math.inf
         self._seg_end: list[float] = self._seg_t[1:] + [last_end]
+        #: The run's loss process (:mod:`sim.lossy_engine`); ``None``: lossless links.
+        self.lossy: LossyLinks | None = None
 
-    def plan(self, decision: Decision) -> DecisionPlan:
-        """The cached :class:`DecisionPlan` of ``decision``; :class:`InputError` if impossible."""
+    def plan(self, decision: Decision, step: int = 0) -> DecisionPlan:
+        """The cached :class:`DecisionPlan` of ``decision``; :class:`InputError` if impossible.
+
+        ``step`` is unused here: on the analytic level's flat network every DS-Sync grouping
+        costs the same.
+        """
         p = self._plans.get(decision)
         if p is not None:
             return p
         for coll in decision.collectives_used():
             check_compatible(decision.compressor, coll)
         spec = get_spec(decision.compressor)
-        n = self.cluster.n_workers
+        n, intra = group_size_and_intra(decision, self.cluster.n_workers, self.cluster.intra)
         shapes = []
         comp = []
         total = 0.0
         for i, b in enumerate(self.buckets):
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
             coll = decision.collective_for(i)
-            shapes.append(collective_shape(coll, n, payload, self.cluster.intra))
+            shapes.append(collective_shape(coll, n, payload, intra))
             comp.append(self.bucket_compress_s(spec, b, decision.density))
-            total += payload.total_bytes
+            # A DS-Sync group of one sends nothing (plain runs count the payload as before).
+            if n > 1 or not decision.grouped:
+                total += payload.total_bytes
         p = DecisionPlan(
             decision,
             tuple(s.terms.n_alpha for s in shapes),
@@ -254,6 +265,8 @@ class IterationModel(WorkloadCosts):
         comm = 0.0
         n_alpha, n_bytes = plan.n_alpha, plan.n_bytes
         before, after, comp = plan.before_s, plan.after_s, plan.compress_s
+        lossy = self.lossy
+        tally = LossTally() if lossy is not None else None
         for i, frac in enumerate(self._ready_frac):
             shift += comp[i]
             ready = fwd + bwd * frac + shift
@@ -277,6 +290,10 @@ class IterationModel(WorkloadCosts):
                     # As sim.collectives.time_over_trace_s: latency in force at the start.
                     t0 = abs_t + n_alpha[i] * link.latency_at(abs_t)
                     traced = link.transfer_end_s(t0, n_bytes[i]) - abs_t
+            if lossy is not None and tally is not None:
+                out = lossy.analytic(n_alpha[i], n_bytes[i], traced, link, start_s + t)
+                tally.add(out)
+                traced = out.duration_s
             if observe is not None:
                 observe(n_alpha[i], n_bytes[i], traced)
             dur = before[i] + traced + after[i]
@@ -287,6 +304,12 @@ class IterationModel(WorkloadCosts):
         # The fixed per-iteration overhead (framework bookkeeping, data loading; 0 unless
         # calibrated) runs serially after the optimizer step and counts as compute.
         compute = fwd + bwd + self.optimizer_s * compute_factor + self.overhead_s
+        if tally is not None:
+            return IterationResult(
+                compute, exposed, shift, compute + shift + exposed, comm, plan.payload_bytes,
+                delivered_frac=tally.delivered_frac, retx_packets=tally.retx,
+                dropped_frac=tally.dropped_frac,
+            )
         return IterationResult(
             compute, exposed, shift, compute + shift + exposed, comm, plan.payload_bytes
         )
@@ -451,16 +474,15 @@ def _build(
         dtype_bytes=cfg.dtype_bytes,
         overhead_s=cfg.overhead_s,
     )
+    loss = cfg.loss_params()
+    lossy = None if loss is None else LossyLinks(loss, loss_rng(cfg.seed), cfg.workers)
     if cfg.fidelity == "stepwise":
         from .engine_stepwise import build_stepwise_model
 
-        return (
-            profile,
-            traces,
-            build_stepwise_model(cfg, profile, cluster, traces),
-            policy,
-            policy_seed,
-        )
+        sw = build_stepwise_model(cfg, profile, cluster, traces)
+        sw.lossy = lossy
+        return profile, traces, sw, policy, policy_seed
+    model.lossy = lossy
     return profile, traces, model, policy, policy_seed
 
 
@@ -520,6 +542,19 @@ def simulate(
     }
     if stepwise:
         cols["straggler_wait_s"] = []
+    lossy_on = model.lossy is not None
+    if lossy_on:
+        cols["delivered_frac"] = []
+        cols["dropped_frac"] = []
+        cols["retx_packets"] = []
+    # DS-Sync: the run's scheme goes to every decision that keeps the default; the columns
+    # exist only when some decision may be grouped (plain runs keep their exact records).
+    sync_default = cfg.sync != "allreduce"
+    sync_cols: dict[str, list[Any]] | None = (
+        {"sync": [], "groups": [], "shuffle_every": []}
+        if sync_default or getattr(policy, "chooses_sync", False)
+        else None
+    )
     state: dict[str, Any] = {"factor": 1.0}
     progress_model = _progress_model(profile.name)
     bind_progress = getattr(policy, "bind_progress", None)
@@ -556,7 +591,9 @@ def simulate(
             decision = policy.decide(obs)
             if not isinstance(decision, Decision):
                 raise InputError(f"policy {cfg.policy!r} returned {decision!r}, not a Decision")
-            plan = model.plan(decision)
+            if sync_default and decision.sync == "allreduce":
+                decision = decision.with_sync(cfg.sync, cfg.groups, cfg.shuffle_every)
+            plan = model.plan(decision, it)
             start = env.now
             res = model.run(plan, start, factor, observe)
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
@@ -576,6 +613,14 @@ def simulate(
             cols["gain"].append(gain)
             cols["est_latency_s"].append(nan if est_lat is None else est_lat)
             cols["est_bandwidth_Bps"].append(nan if est_bw is None else est_bw)
+            if lossy_on:
+                cols["delivered_frac"].append(res.delivered_frac)
+                cols["dropped_frac"].append(res.dropped_frac)
+                cols["retx_packets"].append(res.retx_packets)
+            if sync_cols is not None:
+                sync_cols["sync"].append(decision.sync)
+                sync_cols["groups"].append(decision.groups)
+                sync_cols["shuffle_every"].append(decision.shuffle_every)
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)
                 model.account(plan)
@@ -621,16 +666,35 @@ def simulate(
             link.duration_s,
         )
     records = pd.DataFrame({"iteration": np.arange(cfg.iterations, dtype=np.int64), **cols})
+    if sync_cols is not None:
+        records["sync"] = sync_cols["sync"]
+        records["groups"] = np.asarray(sync_cols["groups"], dtype=np.int64)
+        records["shuffle_every"] = np.asarray(sync_cols["shuffle_every"], dtype=np.int64)
     records["policy"] = cfg.policy
     records["source"] = "sim"
     meta = _meta(cfg, profile, model, policy_seed, monitor is not None, end_s, grads)
     if stepwise:
         meta["stepwise"] = model.summary(end_s)
+    if lossy_on:
+        meta["loss"] = _loss_meta(model.lossy.params)
     if events is not None and "timeline" in state:
         from .engine_stepwise import write_events
 
         write_events(events, state["timeline"])
     return records, meta
+
+
+def _loss_meta(params: Any) -> dict[str, Any]:
+    """The loss model in the run's meta.json (the deadline as seconds or null for none)."""
+    return {
+        "transport": "bounded-loss" if params.bounded else "plain",
+        "loss_bound": params.loss_bound,
+        "deadline_s": params.deadline_s if math.isfinite(params.deadline_s) else None,
+        "packet_loss": params.packet_loss,
+        "trace_loss": params.trace_loss,
+        "mtu_bytes": params.mtu_bytes,
+        "rto_s": params.rto_s,
+    }
 
 
 def _progress_model(workload: str) -> ProgressModel:

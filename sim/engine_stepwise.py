@@ -34,6 +34,7 @@ from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
 
 from .cluster import Cluster
+from .lossy_engine import LossTally, LossyLinks
 from .stepwise_net import CompiledSchedule, StepwiseNetwork
 from .topology import Topology, WorkerSpec
 from .workload_costs import IterationResult, WorkloadCosts
@@ -144,6 +145,7 @@ class StepwiseIterationModel(WorkloadCosts):
         dtype_bytes: int = 4,
         overhead_s: float = 0.0,
         ps_shards: int = 1,
+        sync_seed: int = 0,
     ) -> None:
         super().__init__(profile, bucket_bytes=bucket_bytes, compute_scale=compute_scale,
                          compress_scale=compress_scale, dtype_bytes=dtype_bytes,
@@ -153,12 +155,45 @@ class StepwiseIterationModel(WorkloadCosts):
         self.network = network
         self.ps_shards = ps_shards
         self._frac = np.array([b.ready_frac for b in self.buckets])
-        self._plans: dict[Decision, StepwisePlan] = {}
+        self._plans: dict[tuple[Decision, tuple[tuple[int, ...], ...] | None], StepwisePlan] = {}
         self._ones = Factors(np.ones(topology.n_ranks), np.zeros(topology.n_ranks))
+        #: The run's loss process (:mod:`sim.lossy_engine`); ``None``: lossless links.
+        self.lossy: LossyLinks | None = None
+        #: Seed of the DS-Sync groupings (the run's seed, as real ranks use theirs).
+        self.sync_seed = sync_seed
+        self._domains: np.ndarray | None = None
+        self._grouped_cap = 64
+        self._grouped_keys: list[tuple[Decision, tuple[tuple[int, ...], ...] | None]] = []
 
-    def plan(self, decision: Decision) -> StepwisePlan:
-        """The cached :class:`StepwisePlan` of ``decision``; :class:`InputError` if impossible."""
-        p = self._plans.get(decision)
+    def groups_at(self, decision: Decision, step: int) -> tuple[tuple[int, ...], ...] | None:
+        """The DS-Sync groups of ``decision`` at ``step`` (``None`` for plain allreduce): the
+        locality-aware rule of :func:`sim.sync.groups_at` over this topology's sites, racks
+        and nodes, seeded by the run's seed, as every rank of a real run derives them."""
+        if not decision.grouped:
+            return None
+        from sim.sync import groups_at
+
+        if self._domains is None:
+            from sim.sync import locality_domains
+
+            self._domains = locality_domains(self.topology)
+        return groups_at(
+            step,
+            self.topology.n_ranks,
+            decision.groups,
+            decision.shuffle_every,
+            self.sync_seed,
+            domains=self._domains,
+        )
+
+    def plan(self, decision: Decision, step: int = 0) -> StepwisePlan:
+        """The cached :class:`StepwisePlan` of ``decision`` at ``step``; :class:`InputError` if
+        impossible. A DS-Sync decision's plan runs every group's collective concurrently over
+        the topology (:func:`sim.sync.schedules.grouped_schedule`) for the groups of ``step``;
+        the most recent groupings' plans are cached."""
+        groups = self.groups_at(decision, step)
+        key = (decision, groups)
+        p = self._plans.get(key)
         if p is not None:
             return p
         for coll in decision.collectives_used():
@@ -166,19 +201,33 @@ class StepwiseIterationModel(WorkloadCosts):
         spec = get_spec(decision.compressor)
         n = self.topology.n_ranks
         g = self.topology.gpus_per_node
+        m = n
+        if groups is not None:
+            from sim.sync.schedules import grouped_schedule
+
+            from .sync.sizing import group_size_and_intra
+
+            m, _ = group_size_and_intra(decision, n, None)
         scheds, alphas, nbytes, comp = [], [], [], []
         total = 0.0
         for i, b in enumerate(self.buckets):
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
             s = schedule_for(
-                decision.collective_for(i), n, payload, gpus_per_node=g, ps_shards=self.ps_shards
+                decision.collective_for(i), m, payload, gpus_per_node=g, ps_shards=self.ps_shards
             )
             terms = s.terms("net")
+            if groups is not None:
+                s = grouped_schedule(s, groups, n)
             scheds.append(self.network.compile(s))
             alphas.append(terms.n_alpha)
             nbytes.append(terms.n_bytes)
             comp.append(self.bucket_compress_s(spec, b, decision.density))
-            total += payload.total_bytes
+            if m > 1 or groups is None:
+                total += payload.total_bytes
+        if groups is not None:
+            self._grouped_keys.append(key)
+            if len(self._grouped_keys) > self._grouped_cap:
+                del self._plans[self._grouped_keys.pop(0)]
         p = StepwisePlan(
             decision,
             tuple(scheds),
@@ -187,7 +236,7 @@ class StepwiseIterationModel(WorkloadCosts):
             tuple(comp),
             total,
         )
-        self._plans[decision] = p
+        self._plans[key] = p
         return p
 
     def run(
@@ -216,11 +265,17 @@ class StepwiseIterationModel(WorkloadCosts):
         shift = 0.0
         comm = 0.0
         comp = plan.compress_s
+        lossy = self.lossy
+        tally = LossTally() if lossy is not None else None
         for i, cs in enumerate(plan.schedules):
             shift += comp[i]
             r = ready[i] + shift
             t = r if r > t_comm else t_comm
             dur = net.run(cs, start_s + t)
+            if lossy is not None and tally is not None:
+                out = lossy.stepwise(net, cs, start_s + t, dur)
+                tally.add(out)
+                dur = out.duration_s
             if observe is not None:
                 observe(plan.n_alpha[i], plan.n_bytes[i], dur)
             comm += dur
@@ -236,6 +291,9 @@ class StepwiseIterationModel(WorkloadCosts):
             comm,
             plan.payload_bytes,
             wait,
+            1.0 if tally is None else tally.delivered_frac,
+            0 if tally is None else tally.retx,
+            0.0 if tally is None else tally.dropped_frac,
         )
 
     def timeline(
@@ -353,6 +411,9 @@ def build_stepwise_model(
         )
     else:
         topo = load_topology(cfg.topology, cfg.workers, resolve_trace)
+    if topo.load_balancing == "auto":
+        # Per-packet spraying needs order-independent packets: the bounded-loss transport's.
+        topo.load_balancing = "spray" if cfg.loss_bound is not None else "hash"
     return StepwiseIterationModel(
         profile,
         cluster,
@@ -363,6 +424,7 @@ def build_stepwise_model(
         compress_scale=cfg.compress_scale,
         dtype_bytes=cfg.dtype_bytes,
         overhead_s=cfg.overhead_s,
+        sync_seed=cfg.seed,
     )
 
 

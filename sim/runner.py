@@ -69,9 +69,18 @@ def _add_convergence(
     """
     from .convergence import convergence_columns
 
+    sync = None
+    if "groups" in records:
+        sync = (cfg.workers, records["groups"].tolist(), records["shuffle_every"].tolist())
     try:
+        lossy = "delivered_frac" in records
         cols, conv_meta = convergence_columns(
-            cfg.workload, records["compressor"].tolist(), records["density"].tolist()
+            cfg.workload,
+            records["compressor"].tolist(),
+            records["density"].tolist(),
+            delivered=records["delivered_frac"].tolist() if lossy else None,
+            dropped=records["dropped_frac"].tolist() if lossy else None,
+            sync=sync,
         )
     except InputError as exc:
         # E.g. a compressor the gradient traces hold no gains for: the run stays valid, without
@@ -82,6 +91,10 @@ def _add_convergence(
     records = records.copy()
     for name in ("progress", "pred_loss", "pred_accuracy"):
         records[name] = cols[name]
+    if lossy:
+        # The statistical gain with the lost entries counted (the ``gain`` column is the
+        # compressor's alone, what a controller observes).
+        records["loss_stat_gain"] = cols["stat_gain"]
     meta = dict(meta)
     meta["convergence"] = conv_meta
     return records, meta

@@ -209,6 +209,9 @@ class StepwiseNetwork:
             ids = paths[hops]
             w = np.broadcast_to(ph.nbytes[:, None], paths.shape)[hops]
             load = np.bincount(ids, weights=w, minlength=topo.n_links)
+            # Unresolved "auto" is the plain transport's: per-flow hashing.
+            if topo.spines > 1 and topo.load_balancing != "spray":
+                load = self._hashed(load, paths, ph.nbytes, ph.src, ph.dst)
             used = np.flatnonzero(load > 0)
             if len(used) == 0:
                 continue
@@ -223,6 +226,29 @@ class StepwiseNetwork:
         cs = CompiledSchedule(schedule, tuple(phases), chunks, total, traced, most)
         self._keep.append(cs)
         return cs
+
+    def _hashed(
+        self,
+        load: np.ndarray,
+        paths: np.ndarray,
+        nbytes: np.ndarray,
+        src: np.ndarray,
+        dst: np.ndarray,
+    ) -> np.ndarray:
+        """Uplink loads under per-flow hashing over the topology's spines (the spines' busiest
+        share, scaled to the uplink: :mod:`sim.lossy.multipath`)."""
+        from sim.lossy.multipath import effective_uplink_bytes
+
+        topo = self.topo
+        load = load.copy()
+        nb = np.broadcast_to(nbytes, (len(paths),)).astype(float)
+        for col in (2, 3):  # the uplink hops of a path (up out of, down into a rack)
+            eff = effective_uplink_bytes(
+                paths[:, col], nb, src, dst, topo.spines, "hash"
+            )
+            for lid, b in eff.items():
+                load[lid] = b
+        return load
 
     # ------------------------------------------------------------------ costs
     def _step_cost(self, ph: CompiledPhase, lat: np.ndarray, bw: np.ndarray) -> tuple[float, float]:

@@ -20,6 +20,9 @@ TOML schema (see ``sim/topologies/*.toml``)::
 
     [cluster]   nodes, gpus_per_node, nics_per_node (1), nodes_per_rack (all), racks_per_site (all)
                 sites = ["name", ...] (optional labels; their number must match)
+                spines (1: each uplink is that many equal parallel paths), load_balancing
+                ("auto": per-packet spraying under the bounded-loss transport, per-flow
+                hashing under the plain one; or "hash", "spray")
     [links.intra|nic|uplink|wan]  latency_us or latency_ms, bandwidth_gbps, trace (a trace spec:
                 link j of the class follows link j mod L of the trace set), oversubscription
                 (uplink only)
@@ -93,6 +96,10 @@ class Topology:
     #: Multiplies a traced link's latency (the flat cluster splits a trace's end-to-end
     #: latency between the sender's up link and the receiver's down link).
     trace_latency_scale: np.ndarray | None = None
+    #: Equal paths between racks: each uplink is ``spines`` parallel links (:mod:`sim.lossy.multipath`).
+    spines: int = 1
+    #: How flows use the spines: ``hash`` (per flow), ``spray`` (per packet) or ``auto``.
+    load_balancing: str = "auto"
 
     @property
     def n_links(self) -> int:
@@ -133,6 +140,11 @@ class Topology:
             "sites": self.n_sites,
             "links": classes,
             "traced_links": int(np.count_nonzero(self.trace_of >= 0)),
+            **(
+                {"spines": self.spines, "load_balancing": self.load_balancing}
+                if self.spines > 1
+                else {}
+            ),
         }
 
 
@@ -435,7 +447,15 @@ def load_topology(path: str, workers: int, resolve: Callable[[str], TraceSet]) -
         except (KeyError, ValueError):
             raise InputError(f"topology {name}: [[wan_pair]] names an unknown site") from None
         pairs.append((a, c, _lat(wp, "wan_pair"), _gbps(wp, "wan_pair")))
-    return _build(
+    spines = _int(cl, "spines", 1)
+    if spines < 1:
+        raise InputError(f"topology {name}: spines must be >= 1, got {spines}")
+    lb = cl.get("load_balancing", "auto")
+    if lb not in ("auto", "hash", "spray"):
+        raise InputError(
+            f"topology {name}: load_balancing must be auto, hash or spray, got {lb!r}"
+        )
+    topo = _build(
         workers=workers,
         nodes=nodes,
         gpus=gpus,
@@ -449,3 +469,6 @@ def load_topology(path: str, workers: int, resolve: Callable[[str], TraceSet]) -
         spec=_workers(doc.get("workers", {}), name),
         name=name,
     )
+    topo.spines = spines
+    topo.load_balancing = lb
+    return topo

@@ -3,7 +3,9 @@
 Measurements are ``(ranks, bytes, seconds)`` points: one allreduce of ``bytes`` per rank over
 ``ranks`` ranks took ``seconds``. They come from a CSV (header ``ranks,bytes,seconds``), from
 nccl-tests' ``all_reduce_perf`` text output (out-of-place time), or from the gloo
-microbenchmark in :mod:`realrun.allreduce_bench`.
+microbenchmark in :mod:`realrun.allreduce_bench`. A point may also name the bandwidth of the
+link it was measured on (CSV column ``bandwidth_Bps``; the netns microbenchmark sets it to the
+tbf rate): when every point does, the fit is *against those links* (below).
 
 The model is the simulator's own: every point is predicted by running the collective's schedule
 at the stepwise level (:class:`sim.stepwise_net.StepwiseNetwork`) on the flat cluster under a
@@ -15,6 +17,12 @@ the user will simulate with (or, without one, the fitted bandwidth is the link's
 efficiency is 1). The other parameters (chunking, slots, host copy, window) are held at the base
 transport's values. With a single rank count the base and per-hop latencies cannot be told
 apart (every point has the same number of steps): the base latency is then held at 0.
+
+Points that name their link bandwidth (measured on shaped links, possibly several rates) are
+predicted each on its own link, and the third parameter is ``bandwidth_efficiency`` itself:
+the fraction of the shaped rate a transfer reaches (TCP/IP and Ethernet headers, ACKs sharing
+the shaped egress, the congestion controller's pacing). A file fitted this way applies to a
+simulation of any link rate, as the trace gives it.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import csv
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +60,7 @@ class Measurement:
     ranks: int
     size_bytes: float
     time_s: float
+    bandwidth_Bps: float | None = None
 
     def check(self, where: str) -> None:
         """Raise :class:`InputError` (naming ``where``) unless the point is usable."""
@@ -60,6 +70,9 @@ class Measurement:
             raise InputError(f"{where}: bytes must be > 0, got {self.size_bytes}")
         if not math.isfinite(self.time_s) or self.time_s <= 0:
             raise InputError(f"{where}: seconds must be > 0, got {self.time_s}")
+        bw = self.bandwidth_Bps
+        if bw is not None and not (math.isfinite(bw) and bw > 0):
+            raise InputError(f"{where}: bandwidth_Bps must be > 0, got {bw}")
 
 
 def _text(path: str) -> str:
@@ -71,7 +84,8 @@ def _text(path: str) -> str:
 
 
 def read_csv(path: str) -> list[Measurement]:
-    """Points of a CSV with the header ``ranks,bytes,seconds`` (any column order)."""
+    """Points of a CSV with the header ``ranks,bytes,seconds`` and optionally ``bandwidth_Bps``
+    (any column order; an empty bandwidth cell means none)."""
     rows = list(csv.reader(_text(path).splitlines()))
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if not rows:
@@ -83,14 +97,17 @@ def read_csv(path: str) -> list[Measurement]:
         raise InputError(f"measurements {path}: header must name ranks, bytes, seconds; "
                          f"missing {missing[0]!r}")
     col = {k: head.index(k) for k in need}
+    bw_col = head.index("bandwidth_bps") if "bandwidth_bps" in head else None
     out = []
     for i, row in enumerate(rows[1:], start=2):
         where = f"measurements {path} line {i}"
         try:
+            bw_cell = row[bw_col].strip() if bw_col is not None else ""
             m = Measurement(int(row[col["ranks"]]), float(row[col["bytes"]]),
-                            float(row[col["seconds"]]))
+                            float(row[col["seconds"]]), float(bw_cell) if bw_cell else None)
         except (ValueError, IndexError):
-            raise InputError(f"{where}: expected integer ranks and numeric bytes, seconds") from None
+            raise InputError(f"{where}: expected integer ranks and numeric bytes, seconds"
+                             "(, bandwidth_Bps)") from None
         m.check(where)
         out.append(m)
     if not out:
@@ -138,8 +155,13 @@ def write_csv(path: str, points: list[Measurement]) -> None:
     """Write ``points`` as a CSV :func:`read_csv` reads back (atomically)."""
     from compctl_base.atomic_files import atomic_write_bytes
 
-    lines = ["ranks,bytes,seconds"]
-    lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r}" for m in points]
+    if any(m.bandwidth_Bps is not None for m in points):
+        lines = ["ranks,bytes,seconds,bandwidth_Bps"]
+        lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r},"
+                  f"{'' if m.bandwidth_Bps is None else repr(m.bandwidth_Bps)}" for m in points]
+    else:
+        lines = ["ranks,bytes,seconds"]
+        lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r}" for m in points]
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
 
 
@@ -200,21 +222,32 @@ def fit_transport(
     collective: str = "ring",
     fit_max_bytes: float | None = None,
     fit_ranks: set[int] | None = None,
+    hold: Callable[[Measurement], bool] | None = None,
 ) -> FitResult:
     """Fit ``base``'s latencies and bandwidth efficiency to ``points`` (module docstring).
 
-    Points above ``fit_max_bytes`` or with a rank count outside ``fit_ranks`` are held out:
-    not fitted on, but predicted and reported (``held_out``).
+    Points above ``fit_max_bytes``, with a rank count outside ``fit_ranks`` or for which
+    ``hold`` is true are held out: not fitted on, but predicted and reported (``held_out``).
+    When every point names its link bandwidth, each is predicted on that link and the
+    efficiency is fitted directly (``link_bandwidth_Bps`` must then be ``None``).
     """
     import numpy as np
     from scipy.optimize import least_squares
 
     if not points:
         raise InputError("no measurements to fit")
+    shaped = [m.bandwidth_Bps is not None for m in points]
+    per_point = all(shaped)
+    if any(shaped) and not per_point:
+        raise InputError("some measurements name their link bandwidth and some do not; "
+                         "fit them separately")
+    if per_point and link_bandwidth_Bps is not None:
+        raise InputError("the measurements name their link bandwidths: give no --link-gbps")
 
     def held(m: Measurement) -> bool:
         return (fit_max_bytes is not None and m.size_bytes > fit_max_bytes) or (
-            fit_ranks is not None and m.ranks not in fit_ranks)
+            fit_ranks is not None and m.ranks not in fit_ranks) or (
+            hold is not None and hold(m))
 
     train = [m for m in points if not held(m)]
     if len(train) < 2:
@@ -223,14 +256,17 @@ def fit_transport(
     unit = replace(base, bandwidth_efficiency=1.0)
 
     def transport_for(x: np.ndarray) -> tuple[Transport, float]:
+        """The candidate transport and, for unshaped points, the link bandwidth."""
         b_s = 0.0 if base_held else float(x[2]) * 1e-6
-        return replace(unit, base_latency_s=b_s, hop_latency_s=float(x[1]) * 1e-6), float(
-            x[0]) * 1e9
+        tp = replace(unit, base_latency_s=b_s, hop_latency_s=float(x[1]) * 1e-6)
+        if per_point:
+            return replace(tp, bandwidth_efficiency=min(1.0, float(x[0]))), 0.0
+        return tp, float(x[0]) * 1e9
 
     def predict(m: Measurement, x: np.ndarray) -> float:
         tp, bw = transport_for(x)
-        return predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s, bandwidth_Bps=bw,
-                         collective=collective)
+        return predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s,
+                         bandwidth_Bps=m.bandwidth_Bps or bw, collective=collective)
 
     def resid(x: np.ndarray) -> np.ndarray:
         return np.array([predict(m, x) / m.time_s - 1.0 for m in train])
@@ -240,24 +276,36 @@ def fit_transport(
     small = min(train, key=lambda m: m.size_bytes)
     bw0 = 2.0 * (big.ranks - 1) / big.ranks * big.size_bytes / big.time_s
     hop0 = small.time_s / (2.0 * (small.ranks - 1)) * 0.5
-    x0 = [bw0 / 1e9, hop0 * 1e6] + ([] if base_held else [hop0 * 1e6])
-    lo = [1e-9, 0.0] + ([] if base_held else [0.0])
-    sol = least_squares(resid, np.array(x0), bounds=(np.array(lo), np.inf), x_scale="jac",
-                        method="trf", xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
+    if per_point:
+        first = min(1.0, bw0 / float(big.bandwidth_Bps or bw0))
+        x0 = [first, hop0 * 1e6] + ([] if base_held else [hop0 * 1e6])
+        lo, hi = [1e-6, 0.0], [1.0, np.inf]
+    else:
+        x0 = [bw0 / 1e9, hop0 * 1e6] + ([] if base_held else [hop0 * 1e6])
+        lo, hi = [1e-9, 0.0], [np.inf, np.inf]
+    if not base_held:
+        lo, hi = lo + [0.0], hi + [np.inf]
+    sol = least_squares(resid, np.array(x0), bounds=(np.array(lo), np.array(hi)),
+                        x_scale="jac", method="trf", xtol=1e-12, ftol=1e-12, gtol=1e-12,
+                        max_nfev=2000)
     tp, bw = transport_for(sol.x)
-    link_bw = bw if link_bandwidth_Bps is None else link_bandwidth_Bps
-    eff = bw / link_bw
-    if eff > 1.0 + 1e-9:
-        raise InputError(f"the fitted bandwidth ({bw * 8 / 1e9:.3f} Gbit/s) exceeds the link "
-                         f"bandwidth given ({link_bw * 8 / 1e9:.3f} Gbit/s); give a larger one")
-    tp = replace(tp, bandwidth_efficiency=min(1.0, eff))
+    if per_point:
+        link_bw = bw = 0.0
+    else:
+        link_bw = bw if link_bandwidth_Bps is None else link_bandwidth_Bps
+        eff = bw / link_bw
+        if eff > 1.0 + 1e-9:
+            raise InputError(f"the fitted bandwidth ({bw * 8 / 1e9:.3f} Gbit/s) exceeds the "
+                             f"link bandwidth given ({link_bw * 8 / 1e9:.3f} Gbit/s); give a "
+                             "larger one")
+        tp = replace(tp, bandwidth_efficiency=min(1.0, eff))
     rows = []
     for m in points:
         pred = predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s,
-                         bandwidth_Bps=link_bw, collective=collective)
+                         bandwidth_Bps=m.bandwidth_Bps or link_bw, collective=collective)
         rows.append({"ranks": m.ranks, "bytes": m.size_bytes, "measured_s": m.time_s,
                      "predicted_s": pred, "rel_error": pred / m.time_s - 1.0,
-                     "held_out": held(m)})
+                     "held_out": held(m), "bandwidth_Bps": m.bandwidth_Bps})
     return FitResult(tp, link_bw, link_latency_s, bw, base_held, rows)
 
 
@@ -266,9 +314,14 @@ def calibration_document(fit: FitResult, *, source: str) -> dict[str, Any]:
     params = {f.name: getattr(fit.transport, f.name) for f in fields(fit.transport)
               if f.name != "name"}
     params["slots"] = int(params["slots"])
-    note = (f"fitted by compctl calibrate on {source}; simulate with a link bandwidth of "
-            f"{fit.link_bandwidth_Bps * 8 / 1e9:.6g} Gbit/s and latency "
-            f"{fit.link_latency_s * 1e3:.6g} ms")
+    if fit.link_bandwidth_Bps > 0:
+        note = (f"fitted by compctl calibrate on {source}; simulate with a link bandwidth of "
+                f"{fit.link_bandwidth_Bps * 8 / 1e9:.6g} Gbit/s and latency "
+                f"{fit.link_latency_s * 1e3:.6g} ms")
+    else:
+        note = (f"fitted by compctl calibrate on {source}; measured on shaped links of known "
+                "rates: bandwidth_efficiency is the fraction of a link's rate reached, for any "
+                f"rate; link latency {fit.link_latency_s * 1e3:.6g} ms")
     if fit.base_held:
         note += "; one rank count: base_latency_s held at 0"
     return {

@@ -28,6 +28,12 @@ class IterationResult:
     comm_s: float
     bytes_sent: float
     straggler_wait_s: float = 0.0
+    #: Fraction of the iteration's gradient packets delivered (loss model only).
+    delivered_frac: float = 1.0
+    #: Packets re-sent, all workers together (loss model only).
+    retx_packets: int = 0
+    #: Fraction of the packets dropped unsent past a deadline, lowest priority first.
+    dropped_frac: float = 0.0
 
 
 class WorkloadCosts:

@@ -5,9 +5,11 @@ Layers, low to high: ``compctl_base`` (errors, units, atomic files) < ``traces``
 
 1. A module imports no higher layer (``traces`` imports no ``sim``; ``sim`` imports no
    ``realrun`` or ``analysis``), whether at the top, inside a function or for type checking.
-2. CLI modules (``cli.py``, ``cli_*.py``, ``*_cli.py``, ``entry.py``) are front ends: no
-   library module imports one, and no module imports another top's CLI module. Only the entry
-   point reaches every top, by name (``sim.entry.COMMANDS``), which no import statement shows.
+2. CLI modules (those defining ``register(subparsers)``, which ``sim.entry.COMMANDS`` lists, and
+   ``sim.entry`` itself) are front ends: no library module imports one, and no module imports
+   another top's CLI module. Only the entry point reaches every top, by name, which no import
+   statement shows. (Option sets shared by several commands, such as ``sim.sync.cli_args``, are
+   library modules: they register no command.)
 3. The pure cores (``sim.control``, ``sim.compress``, ``sim.collectives``, ``sim.convergence``)
    import no SimPy, pandas, ``argparse`` or CLI module.
 4. No import cycles between modules.
@@ -57,14 +59,19 @@ def find_modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return mods
 
 
-def import_edges(root: Path) -> tuple[dict[str, tuple[Path, bool]], list[Edge]]:
-    """Modules under ``root`` and every import statement among them (and to third parties)."""
+def import_edges(root: Path) -> tuple[dict[str, tuple[Path, bool]], list[Edge], set[str]]:
+    """Modules under ``root``, every import statement among them (and to third parties), and
+    the CLI modules."""
     mods = find_modules(root)
     edges: list[Edge] = []
+    clis: set[str] = {"sim.entry"}
     for name, (path, is_pkg) in mods.items():
         package = name.split(".") if is_pkg else name.split(".")[:-1]
         rel = str(path.relative_to(root))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body):
+            clis.add(name)
+        for node in ast.walk(tree):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -79,7 +86,7 @@ def import_edges(root: Path) -> tuple[dict[str, tuple[Path, bool]], list[Edge]]:
                 targets = subs if len(subs) == len(node.names) else [module, *subs]
             for t in targets:
                 edges.append(Edge(name, _resolve(t, mods), rel, node.lineno))
-    return mods, edges
+    return mods, edges, clis
 
 
 def _resolve(target: str, mods: dict[str, tuple[Path, bool]]) -> str:
@@ -97,12 +104,6 @@ def top(module: str) -> str:
     return module.split(".")[0]
 
 
-def is_cli(module: str) -> bool:
-    """Whether ``module`` is a command-line front end (by its file name)."""
-    last = module.split(".")[-1]
-    return last in ("cli", "entry") or last.startswith("cli_") or last.endswith("_cli")
-
-
 def upward_edges(edges: list[Edge]) -> list[str]:
     """Rule 1: imports of a higher layer."""
     bad = []
@@ -114,27 +115,27 @@ def upward_edges(edges: list[Edge]) -> list[str]:
     return bad
 
 
-def cli_edges(edges: list[Edge], mods: dict[str, tuple[Path, bool]]) -> list[str]:
+def cli_edges(edges: list[Edge], clis: set[str]) -> list[str]:
     """Rule 2: imports of a CLI module from a library module or from another top."""
     bad = []
     for e in edges:
-        if e.dst not in mods or not is_cli(e.dst) or e.src == e.dst:
+        if e.dst not in clis or e.src == e.dst:
             continue
-        if not is_cli(e.src):
+        if e.src not in clis:
             bad.append(f"{e} (a library module imports a CLI module)")
         elif top(e.src) != top(e.dst):
             bad.append(f"{e} (a CLI module imports another top's CLI module)")
     return bad
 
 
-def impure_edges(edges: list[Edge], mods: dict[str, tuple[Path, bool]]) -> list[str]:
+def impure_edges(edges: list[Edge], clis: set[str]) -> list[str]:
     """Rule 3: SimPy, pandas, argparse or CLI modules imported by a pure core."""
     bad = []
     for e in edges:
         pure = any(e.src == p or e.src.startswith(p + ".") for p in PURE)
-        if not pure or is_cli(e.src):
+        if not pure or e.src in clis:
             continue
-        if top(e.dst) in PURE_BANNED or (e.dst in mods and is_cli(e.dst)):
+        if top(e.dst) in PURE_BANNED or e.dst in clis:
             bad.append(f"{e} (pure core imports {e.dst})")
     return bad
 
@@ -186,11 +187,11 @@ def cycles(edges: list[Edge], mods: dict[str, tuple[Path, bool]]) -> list[str]:
 
 
 def _check(root: Path) -> dict[str, list[str]]:
-    mods, edges = import_edges(root)
+    mods, edges, clis = import_edges(root)
     return {
         "upward": sorted(upward_edges(edges)),
-        "cli": sorted(cli_edges(edges, mods)),
-        "impure": sorted(impure_edges(edges, mods)),
+        "cli": sorted(cli_edges(edges, clis)),
+        "impure": sorted(impure_edges(edges, clis)),
         "cycles": cycles(edges, mods),
     }
 
@@ -220,6 +221,18 @@ def test_every_layer_is_found() -> None:
     assert len(mods) > 100  # the checks above see the real tree, not an empty folder
 
 
+def test_cli_modules_are_the_entry_points_commands() -> None:
+    """The modules rule 2 treats as front ends are exactly those ``sim.entry`` dispatches to."""
+    tree = ast.parse((ROOT / "sim" / "entry.py").read_text(encoding="utf-8"))
+    table = next(
+        n.value for n in tree.body
+        if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "COMMANDS"
+    )
+    listed = {module for _, module, _ in ast.literal_eval(table)}
+    _, _, clis = import_edges(ROOT)
+    assert clis - {"sim.entry"} == listed
+
+
 def _tree(root: Path, files: dict[str, str]) -> Path:
     for top_name in LAYERS:
         (root / top_name).mkdir(parents=True, exist_ok=True)
@@ -238,12 +251,12 @@ def test_each_rule_catches_a_bad_tree(tmp_path: Path) -> None:
     found = _check(_tree(tmp_path, {
         "traces/model.py": "def f():\n    from sim.errors import InputError\n",
         "sim/errors.py": "",
-        "sim/cli_sim.py": "import argparse\n",
+        "sim/cli_sim.py": "import argparse\n\ndef register(sub):\n    pass\n",
         "sim/runner.py": "from . import engine\n",
         "sim/engine.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                          "    from .runner import SimConfig\n",
         "sim/control/types.py": "import pandas as pd\nfrom ..cli_sim import parse\n",
-        "realrun/cli.py": "from sim.cli_sim import parse_param\n",
+        "realrun/cli.py": "from sim.cli_sim import parse_param\n\ndef register(sub):\n    pass\n",
     }))
     assert found["upward"] == [
         "traces/model.py:2: traces.model -> sim.errors (traces may import only compctl_base)"]

@@ -4,9 +4,18 @@ Every collective is described by its alpha-beta terms (:class:`sim.collectives.A
 costs ``n_alpha`` latencies plus ``n_bytes`` through the bottleneck link. A measured duration
 ``t = n_alpha * alpha + n_bytes * beta`` is one linear equation in the two unknowns (alpha, beta);
 two collectives with different shapes (different bucket sizes, densities or collectives) pin both
-down. :class:`LinkMonitor` keeps the last few measurements, fits (alpha, beta) by least squares
-and smooths the fitted values with an EWMA or a windowed min filter (the "base delay" idea of
-delay-based congestion control). The same class is fed by the simulator and by the real-run hook.
+down. :class:`LinkMonitor` keeps the last few measurements, fits (alpha, beta) and smooths the
+fitted values with an EWMA or a windowed min filter (the "base delay" idea of delay-based
+congestion control). The same class is fed by the simulator and by the real-run hook.
+
+Two fits are offered. ``"lstsq"`` is the plain least-squares fit of the window. It is exact on
+consistent data but fragile when the latency moves between the rows of one window: rows of
+almost the same shape (equal buckets over one collective) then make the fit attribute latency
+changes to bytes, and the bandwidth estimate swings by orders of magnitude. ``"robust"`` (the
+default) starts from the first least-squares split and then updates it one measurement at a
+time with a Kalman filter (:class:`KalmanLink`): directions the measurements' shapes determine
+follow the data, a direction they cannot resolve stays put, so a change in the duration of
+latency-dominated collectives moves the latency, not the bandwidth.
 
 Pure: numpy only.
 """
@@ -23,6 +32,8 @@ import numpy as np
 __all__ = [
     "fit_alpha_beta",
     "fit_alpha_beta_lstsq",
+    "KalmanLink",
+    "FIT_MODES",
     "EwmaFilter",
     "MinFilter",
     "LinkMonitor",
@@ -33,6 +44,18 @@ _log = logging.getLogger(__name__)
 
 #: Accepted values of ``LinkMonitor(smoothing=...)``.
 SMOOTHING_MODES: tuple[str, ...] = ("none", "ewma", "min")
+#: Accepted values of ``LinkMonitor(fit=...)``.
+FIT_MODES: tuple[str, ...] = ("robust", "lstsq")
+#: Shapes must differ at least this much (sine of the angle between the columns) before the
+#: robust fit trusts a least-squares split as its start.
+_START_SINE = 0.05
+#: A window whose least-squares split explains every duration to this relative error is one
+#: link state measured without error: the robust fit takes that split as exact.
+_CONSISTENT_REL = 1e-6
+#: Log-space standard deviation the Kalman filter restarts with from such an exact split.
+_EXACT_SD = 0.1
+#: One robust update moves either log term by at most this much.
+_MAX_LOG_STEP = 1.0
 
 # Rows whose (n_alpha, n_bytes) directions differ by less than this (sine of the angle between
 # them, after scaling the columns) count as "the same shape": they cannot separate alpha from beta.
@@ -145,6 +168,124 @@ def fit_alpha_beta_lstsq(
     return _clip_to_nonnegative(float(coef[0] / sa), float(coef[1] / sb), list(b), list(t))
 
 
+def _consistent(rows: Sequence[tuple[float, float, float]], fit: tuple[float, float]) -> bool:
+    """Whether ``fit`` explains every row's duration to :data:`_CONSISTENT_REL` (relative)."""
+    alpha, beta = fit
+    return all(
+        abs(a * alpha + b * beta - t) <= _CONSISTENT_REL * t for a, b, t in rows
+    )
+
+
+def _robust_start(rows: Sequence[tuple[float, float, float]]) -> tuple[float, float, float] | None:
+    """Starting ``(alpha_s, beta_s_per_byte, relative sd)`` of the Kalman filter.
+
+    The least-squares split when the rows' shapes differ enough to resolve it (sine of the angle
+    between the columns >= :data:`_START_SINE`); otherwise an even split of the mean row's
+    duration between the two terms, with a large uncertainty (the filter then moves it as soon
+    as a measurement of another shape arrives).
+    """
+    s11 = s22 = s12 = 0.0
+    for a, b, _ in rows:
+        s11 += a * a
+        s22 += b * b
+        s12 += a * b
+    if s11 > 0.0 and s22 > 0.0 and s11 * s22 - s12 * s12 >= _START_SINE**2 * s11 * s22:
+        fit = _fit_rows(rows)
+        if fit is not None and fit[0] > 0.0 and fit[1] > 0.0:
+            return fit[0], fit[1], 0.5
+    n = len(rows)
+    a = sum(r[0] for r in rows) / n
+    b = sum(r[1] for r in rows) / n
+    t = sum(r[2] for r in rows) / n
+    if not (a > 0.0 and b > 0.0 and t > 0.0):
+        return None
+    return 0.5 * t / a, 0.5 * t / b, 1.0
+
+
+class KalmanLink:
+    """Recursive estimate of ``(alpha, beta)`` that uses every measurement exactly once.
+
+    An extended Kalman filter on ``(log alpha, log beta)``: both follow a random walk (relative
+    steps ``drift`` and ``bandwidth_drift`` per measurement), and a measured duration ``t = n_alpha alpha + n_bytes beta``
+    carries a relative error ``noise``. In log space the measurement's sensitivities are the
+    shares of the two terms in the predicted duration, so a surprise is split between them in
+    proportion to how much each contributes to that measurement and how uncertain it is: a
+    longer latency-dominated collective moves the latency, not the bandwidth. A direction no
+    measurement resolves (every row the same shape) keeps its value, with an uncertainty capped
+    at a factor ``e ** cap`` either way, until a measurement of another shape pins it. Unlike a
+    refit of a sliding window, a row is never reused, so repeated refits cannot drift along the
+    direction the rows cannot resolve.
+
+    Args:
+        alpha_s, beta_s_per_byte: the starting estimate (both > 0).
+        rel_sd: standard deviation of the starting estimate in log units.
+        drift: random-walk step of log alpha per measurement.
+        bandwidth_drift: random-walk step of log beta per measurement: smaller, because
+            latency moves faster than bandwidth on the links we model (queueing delay varies
+            per packet, capacity per flow change), so a surprise nothing else resolves goes
+            mostly to latency.
+        noise: relative measurement error.
+        cap: largest standard deviation of each log term.
+    """
+
+    def __init__(
+        self,
+        alpha_s: float,
+        beta_s_per_byte: float,
+        *,
+        rel_sd: float = 0.5,
+        drift: float = 0.1,
+        bandwidth_drift: float = 0.03,
+        noise: float = 0.05,
+        cap: float = 1.0,
+    ) -> None:
+        if not (alpha_s > 0.0 and beta_s_per_byte > 0.0):
+            raise ValueError("the starting estimate needs alpha > 0 and beta > 0")
+        self._u = math.log(alpha_s)
+        self._v = math.log(beta_s_per_byte)
+        self._drift2 = drift * drift
+        self._bw_drift2 = bandwidth_drift * bandwidth_drift
+        self._noise2 = noise * noise
+        self._cap2 = cap * cap
+        self._p11 = self._p22 = rel_sd * rel_sd
+        self._p12 = 0.0
+
+    @property
+    def alpha_s(self) -> float:
+        """Current latency estimate (seconds)."""
+        return math.exp(self._u)
+
+    @property
+    def beta(self) -> float:
+        """Current inverse bandwidth estimate (seconds per byte)."""
+        return math.exp(self._v)
+
+    def update(self, n_alpha: float, n_bytes: float, seconds: float) -> tuple[float, float]:
+        """Fold one measurement in; return the new ``(alpha_s, beta_s_per_byte)``."""
+        alpha, beta = self.alpha_s, self.beta
+        ta, tb = n_alpha * alpha, n_bytes * beta
+        pred = ta + tb
+        if not (pred > 0.0 and seconds > 0.0):
+            return alpha, beta
+        h1, h2 = ta / pred, tb / pred
+        p11 = min(self._cap2, self._p11 + self._drift2)
+        p22 = min(self._cap2, self._p22 + self._bw_drift2)
+        p12 = self._p12
+        lim = math.sqrt(p11 * p22)
+        p12 = max(-lim, min(lim, p12))
+        ph1 = p11 * h1 + p12 * h2
+        ph2 = p12 * h1 + p22 * h2
+        s = h1 * ph1 + h2 * ph2 + self._noise2
+        k1, k2 = ph1 / s, ph2 / s
+        innov = math.log(seconds / pred)
+        self._u += max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k1 * innov))
+        self._v += max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k2 * innov))
+        self._p11 = p11 - k1 * ph1
+        self._p22 = p22 - k2 * ph2
+        self._p12 = p12 - k1 * ph2
+        return self.alpha_s, self.beta
+
+
 class EwmaFilter:
     """Exponentially weighted moving average: ``v <- (1 - weight) v + weight x``."""
 
@@ -185,12 +326,14 @@ class LinkMonitor:
     Call :meth:`observe` once per collective with its alpha-beta terms and measured duration, and
     :meth:`estimate` whenever a controller needs ``(latency_s, bandwidth_Bps)``.
 
-    Each observation refits (alpha, beta) on the last ``window`` measurements. If they all have
-    the same shape (one collective size repeated), the fit is impossible; the monitor then keeps
-    the last fitted alpha/beta split and rescales both so the recent durations are explained
-    (a slower link is attributed to both terms in proportion). Before any fit, the whole duration
-    is attributed to the byte term: latency stays unknown (``None``) and the bandwidth is a lower
-    bound.
+    Each observation refits (alpha, beta) on the last ``window`` measurements. Until a first
+    split is known both fits are the plain least-squares fit; before any split, the whole
+    duration is attributed to the byte term: latency stays unknown (``None``) and the bandwidth
+    is a lower bound. Once a split is known, ``fit="robust"`` updates it with every new
+    measurement (:class:`KalmanLink`, each measurement used once); ``fit="lstsq"`` refits the
+    window from scratch, and when every
+    row has the same shape (the fit is impossible) keeps the last split and rescales both terms
+    so the recent durations are explained (a slower link is attributed to both in proportion).
 
     Args:
         window: measurements used per fit (>= 2). Short windows track changes quickly; long
@@ -203,6 +346,7 @@ class LinkMonitor:
         min_window: fits remembered by ``smoothing="min"``.
         prior_latency_s, prior_bandwidth_Bps: optional starting estimates (e.g. a ping and an
             iperf measurement) used until the measurements allow a fit.
+        fit: ``"robust"`` (default) or ``"lstsq"``, see above.
     """
 
     def __init__(
@@ -214,7 +358,10 @@ class LinkMonitor:
         min_window: int = 32,
         prior_latency_s: float | None = None,
         prior_bandwidth_Bps: float | None = None,
+        fit: str = "robust",
     ) -> None:
+        if fit not in FIT_MODES:
+            raise ValueError(f"unknown fit {fit!r}; known: {', '.join(FIT_MODES)}")
         if window < 2:
             raise ValueError(f"window must be >= 2, got {window!r}")
         if smoothing not in SMOOTHING_MODES:
@@ -227,6 +374,7 @@ class LinkMonitor:
             raise ValueError(f"prior bandwidth must be > 0, got {prior_bandwidth_Bps!r}")
         self.window = int(window)
         self.smoothing = smoothing
+        self.fit = fit
         self._ewma_weight = float(ewma_weight)
         self._min_window = int(min_window)
         self._prior = (prior_latency_s, prior_bandwidth_Bps)
@@ -244,6 +392,7 @@ class LinkMonitor:
         self._ewma_beta = EwmaFilter(self._ewma_weight)
         self._min_alpha = MinFilter(self._min_window)
         self._min_beta = MinFilter(self._min_window)
+        self._kalman: KalmanLink | None = None
         self.n_observations = 0
 
     def observe(self, n_alpha: float, n_bytes: float, seconds: float) -> None:
@@ -268,6 +417,19 @@ class LinkMonitor:
 
     def _raw_estimate(self) -> tuple[float, float] | None:
         rows = self._rows
+        if self.fit == "robust" and len(rows) >= 2:
+            exact = _fit_rows(rows)
+            if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
+                # The window is one link state, measured without error: the split is exact.
+                self._kalman = KalmanLink(exact[0], exact[1], rel_sd=_EXACT_SD)
+                return exact
+        if self._kalman is not None:
+            return self._kalman.update(*rows[-1])
+        if self.fit == "robust" and len(rows) >= 2:
+            start = _robust_start(rows)
+            if start is not None:
+                self._kalman = KalmanLink(start[0], start[1], rel_sd=start[2])
+                return start[0], start[1]
         fit = _fit_rows(rows)
         if fit is not None:
             return fit

@@ -8,7 +8,7 @@ same :class:`Observation` from values agreed across ranks, so every rank reaches
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 __all__ = ["COLLECTIVES", "Decision", "Observation", "Controller", "bucket_collectives_of"]
@@ -38,12 +38,21 @@ class Decision:
         bucket_collectives: per-bucket collectives, indexed by bucket (bucket 0 first), when
             they differ between buckets; empty (the default) means every bucket uses
             ``collective``.
+        sync: synchronisation scheme, one of :data:`sim.sync.SYNCS`: ``"allreduce"`` (the
+            default: every rank, every step) or ``"ds-sync"`` (the collective runs inside
+            ``groups`` groups of ranks, reshuffled every ``shuffle_every`` steps;
+            :mod:`sim.sync`).
+        groups: number of DS-Sync groups (1 with ``"allreduce"``; must divide the workers).
+        shuffle_every: steps between DS-Sync reshuffles (>= 1).
     """
 
     compressor: str = "none"
     density: float = 1.0
     collective: str = "ring"
     bucket_collectives: tuple[str, ...] = ()
+    sync: str = "allreduce"
+    groups: int = 1
+    shuffle_every: int = 1
 
     def __post_init__(self) -> None:
         if not (0.0 < self.density <= 1.0):
@@ -57,6 +66,23 @@ class Decision:
                 raise ValueError(
                     f"unknown collective {coll!r}; known: {', '.join(COLLECTIVES)}"
                 )
+        if self.sync not in ("allreduce", "ds-sync"):
+            raise ValueError(f"sync must be allreduce or ds-sync, got {self.sync!r}")
+        for name in ("groups", "shuffle_every"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.sync == "allreduce" and self.groups != 1:
+            raise ValueError(f"groups {self.groups} needs sync ds-sync")
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the collective runs inside DS-Sync groups (more than one group)."""
+        return self.sync == "ds-sync" and self.groups > 1
+
+    def with_sync(self, sync: str, groups: int, shuffle_every: int) -> Decision:
+        """This decision with the synchronisation fields replaced."""
+        return replace(self, sync=sync, groups=groups, shuffle_every=shuffle_every)
 
     def collective_for(self, bucket: int) -> str:
         """The collective of bucket ``bucket`` (``collective`` past the per-bucket list)."""
@@ -68,7 +94,14 @@ class Decision:
         """This decision as bucket ``bucket`` carries it: one collective, no per-bucket list."""
         if not self.bucket_collectives:
             return self
-        return Decision(self.compressor, self.density, self.collective_for(bucket))
+        return Decision(
+            self.compressor,
+            self.density,
+            self.collective_for(bucket),
+            sync=self.sync,
+            groups=self.groups,
+            shuffle_every=self.shuffle_every,
+        )
 
     def collectives_used(self) -> tuple[str, ...]:
         """The distinct collectives this decision uses, in first-use order."""

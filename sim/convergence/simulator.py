@@ -14,12 +14,14 @@ from numpy.typing import ArrayLike
 
 from sim.errors import InputError
 
+from .loss import loss_gains
 from .model import ConvergenceModel
 from .progress import efficiency, progress_scalar
 
 __all__ = [
     "progress_per_step",
     "annotate_records",
+    "apply_sync_efficiency",
     "trace_for_profile",
     "convergence_columns",
     "time_to_target_s",
@@ -74,12 +76,18 @@ def annotate_records(
     model: ConvergenceModel,
     compressors: Sequence[str],
     densities: Sequence[float],
+    *,
+    delivered: Sequence[float] | None = None,
+    dropped: Sequence[float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-iteration columns for simulator run records: ``progress``, ``pred_loss``,
     ``pred_accuracy`` and ``stat_gain``, given each iteration's compressor and density.
 
     A run that mixes compressors uses, at each iteration, the gain of that iteration's
     compressor (a compressor the trace lacks raises :class:`InputError`; ``none`` is dense).
+    With ``delivered`` (the bounded-loss transport's delivered fraction per iteration, and
+    ``dropped``, its priority drops), the gains are multiplied by the loss's own gain
+    (:func:`sim.convergence.loss.loss_gains`).
     """
     if len(compressors) != len(densities):
         raise InputError("compressors and densities must have one entry per iteration")
@@ -92,6 +100,10 @@ def annotate_records(
         g = model.gain_schedule(sub, comp)
         idx = np.nonzero(np.concatenate([[False], np.asarray(mask, dtype=bool)]))[0]
         gains[idx] = g[idx]
+    if delivered is not None:
+        if len(delivered) != len(densities):
+            raise InputError("delivered must have one entry per iteration")
+        gains[1:] = gains[1:] * loss_gains(model, delivered, dropped)
     par = model.params
     prog = progress_scalar(gains, par.lam, par.mu, par.alpha, par.phase, par.knee)[1:]
     return {
@@ -120,23 +132,76 @@ def trace_for_profile(profile: str) -> tuple[str, bool, str]:
     )
 
 
+def apply_sync_efficiency(
+    model: ConvergenceModel,
+    cols: dict[str, np.ndarray],
+    workers: int,
+    groups: Sequence[int],
+    shuffle_every: Sequence[int],
+    kappa: float,
+) -> dict[str, np.ndarray]:
+    """``cols`` with DS-Sync's consensus cost applied: each iteration's progress increment is
+    scaled by :func:`sim.sync.sync_efficiency` of its ``(groups, shuffle_every)``.
+
+    When every iteration has one group (efficiency 1) ``cols`` is returned unchanged, so
+    DS-Sync with one group predicts exactly what plain allreduce does.
+    """
+    from sim.sync import sync_efficiency
+
+    if len(groups) != len(cols["progress"]) or len(shuffle_every) != len(groups):
+        raise InputError("groups and shuffle_every need one entry per iteration")
+    cache: dict[tuple[int, int], float] = {}
+    eff = np.empty(len(groups))
+    for i, key in enumerate(zip(groups, shuffle_every, strict=True)):
+        e = cache.get(key)
+        if e is None:
+            e = cache[key] = sync_efficiency(workers, int(key[0]), int(key[1]), kappa)
+        eff[i] = e
+    if bool(np.all(eff == 1.0)):
+        return cols
+    prog = np.asarray(cols["progress"], dtype=float)
+    inc = np.diff(np.concatenate([[0.0], prog]))
+    new_prog = np.cumsum(inc * eff)
+    out = dict(cols)
+    out["progress"] = new_prog
+    out["pred_loss"] = model.curve_at(new_prog, "loss")
+    out["pred_accuracy"] = model.curve_at(new_prog, "accuracy")
+    return out
+
+
 def convergence_columns(
-    profile: str, compressors: Sequence[str], densities: Sequence[float]
+    profile: str,
+    compressors: Sequence[str],
+    densities: Sequence[float],
+    *,
+    delivered: Sequence[float] | None = None,
+    dropped: Sequence[float] | None = None,
+    sync: tuple[int, Sequence[int], Sequence[int]] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Record columns and a meta.json entry for a simulated run of workload profile ``profile``.
 
     Uses the bundled trace and calibrated parameters of the profile's own real workload, or of
     the most similar one (:func:`trace_for_profile`), and says which in the returned meta dict.
+    ``sync`` is ``(workers, groups per iteration, shuffle_every per iteration)`` of a run that
+    may use DS-Sync: progress then pays the consensus cost (:func:`apply_sync_efficiency`) with
+    the workload's calibrated ``kappa``, recorded in the meta under ``consensus``.
     """
     source, borrowed, note = trace_for_profile(profile)
     model = ConvergenceModel.bundled(source)
-    cols = annotate_records(model, compressors, densities)
-    meta = {
+    cols = annotate_records(model, compressors, densities, delivered=delivered, dropped=dropped)
+    meta: dict[str, Any] = {
         "gradient_trace": source,
         "borrowed": borrowed,
         "note": note,
         "params": model.params.to_json(),
     }
+    if sync is not None:
+        from sim.sync import load_kappa
+
+        kappa, entry = load_kappa(source)
+        workers, groups, shuffle_every = sync
+        cols = apply_sync_efficiency(model, cols, workers, groups, shuffle_every, kappa)
+        meta["consensus"] = {"kappa": kappa, **{k: v for k, v in entry.items() if k != "kappa"}}
     return cols, meta
 
 

@@ -190,10 +190,10 @@ def _fake_real_run(tmp_path: Path, mode: str) -> str:
                                           iterations=8, convergence="off",
                                           bucket_bytes=25.0 * 2**20))
     records["source"] = "real"
-    meta = {"source": "real", "emulation": {"mode": mode, "delay": "hook" if mode != "tc"
-                                            else "netem", "bandwidth": {"hook": "hook",
-                                                                        "netns": "tbf",
-                                                                        "tc": "netem"}[mode]},
+    delay = {"hook": "hook", "netns": "hook", "tc": "netem", "none": "none"}[mode]
+    bandwidth = {"hook": "hook", "netns": "tbf", "tc": "netem", "none": "none"}[mode]
+    meta = {"source": "real", "emulation": {"mode": mode, "delay": delay,
+                                            "bandwidth": bandwidth},
             "config": {"workload": "digits-cnn", "nproc": 2, "trace": trace, "policy": "dense",
                        "policy_params": {}, "steps": 8, "seed": 0, "bucket_cap_mb": 25.0}}
     out = tmp_path / f"real-{mode}"
@@ -223,20 +223,124 @@ def test_validate_labels_the_real_side_and_applies_a_transport_calibration(
     assert slow["comparison"]["transport_calibration"] == f"file {cal}"
     # 2 ranks: 2 ring steps of 10 ms more per bucket
     assert slow["sim_mean_comm_s"] >= uncal["sim_mean_comm_s"] + 0.02 - 1e-9
-    assert main(["validate", "--real", run, "--transport-calibration", str(cal)]) == 2
+    assert main(["validate", "--real", run, "--fidelity", "analytic",
+                 "--transport-calibration", str(cal)]) == 2
     assert "--fidelity stepwise" in capsys.readouterr().err
+    # a transport calibration without --fidelity simulates at the stepwise level
+    assert main(["validate", "--real", run, "--skip", "1", "--transport", "gloo",
+                 "--transport-calibration", str(cal), "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)
+    assert auto["comparison"]["fidelity"] == "stepwise"
+    assert auto["sim_mean_comm_s"] == pytest.approx(slow["sim_mean_comm_s"])
 
 
-def test_validate_calibrates_first_when_asked(
+def test_validate_measures_first_when_no_calibration_is_given(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = _fake_real_run(tmp_path, "netns")
-    assert main(["validate", "--real", run, "--skip", "1", "--fidelity", "stepwise",
-                 "--transport", "gloo", "--calibrate-transport"]) == 0
+    """An unshaped run: the loopback microbenchmark runs first, says so, and is applied."""
+    run = _fake_real_run(tmp_path, "none")
+    assert main(["validate", "--real", run, "--skip", "1"]) == 0
     cap = capsys.readouterr()
-    assert "measuring allreduce on this machine first" in cap.err
-    assert "real side: partly emulated (netns: delay slept" in cap.out
-    assert "transport calibration: measured now" in cap.out
+    assert "no transport calibration given: measuring allreduce first" in cap.err
+    assert "real side: real transport (none" in cap.out
+    assert "transport calibration: measured now (gloo loopback" in cap.out
+    assert "simulated at the stepwise level, transport gloo" in cap.out
+    # asked for explicitly, the comparison is labelled uncalibrated instead
+    assert main(["validate", "--real", run, "--skip", "1", "--no-transport-calibration"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == "" and "uncalibrated, as asked" in cap.out
+
+
+def test_validate_explains_why_it_cannot_measure_a_tc_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _fake_real_run(tmp_path, "tc")
+    assert main(["validate", "--real", run, "--skip", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot measure from here" in err
+    assert "--transport-calibration" in err
+    assert main(["validate", "--real", run, "--skip", "1", "--no-transport-calibration",
+                 "--calibrate-transport"]) == 2
+    assert "give only one of" in capsys.readouterr().err
+
+
+def test_shaped_measurements_fit_the_efficiency_against_their_own_links(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Points measured on shaped links (bandwidth_Bps column) at two rates: the efficiency,
+    base and per-hop latency of the generating transport are recovered; the file then
+    predicts a third rate."""
+    from dataclasses import replace
+
+    from sim.transport_fit import read_csv
+    from sim.transports import TRANSPORTS
+
+    truth = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, base_latency_s=2e-4,
+                    hop_latency_s=1.5e-4, bandwidth_efficiency=0.9)
+    rows = ["ranks,bytes,seconds,bandwidth_Bps"]
+    for mbit in (25, 100):
+        for n in (2, 4):
+            for size in (1024, 16384, 262144, 2**20, 2**22):
+                bw = mbit * 1e6 / 8
+                t = predict_s(truth, n, size, latency_s=0.0, bandwidth_Bps=bw)
+                rows.append(f"{n},{size},{t!r},{bw!r}")
+    csv_path = tmp_path / "shaped.csv"
+    csv_path.write_text("\n".join(rows) + "\n")
+    assert all(m.bandwidth_Bps is not None for m in read_csv(str(csv_path)))
+    out = tmp_path / "cal.json"
+    rep = _calibrate(capsys, "--csv", str(csv_path), "--host-copy-gbytes", "0", "--out", str(out))
+    tp = load_calibration(str(out))["gloo"]
+    assert tp.bandwidth_efficiency == pytest.approx(0.9, rel=1e-5)
+    assert tp.hop_latency_s == pytest.approx(1.5e-4, rel=1e-4)
+    assert tp.base_latency_s == pytest.approx(2e-4, rel=1e-3)
+    assert "shaped links" in rep["calibration"]["note"]
+    bw = 10e6 / 8
+    assert predict_s(tp, 4, 2**21, latency_s=0.0, bandwidth_Bps=bw) == pytest.approx(
+        predict_s(truth, 4, 2**21, latency_s=0.0, bandwidth_Bps=bw), rel=1e-4)
+    # links named by the points: no --link-gbps; and no mixing with unshaped points
+    assert main(["calibrate", "--csv", str(csv_path), "--link-gbps", "1"]) == 2
+    assert "give no --link-gbps" in capsys.readouterr().err
+    assert main(["calibrate", "--csv", str(csv_path), "--csv", _csv(tmp_path)]) == 2
+    assert "fit them separately" in capsys.readouterr().err
+
+
+def test_measurement_csv_round_trips_link_bandwidths(tmp_path: Path) -> None:
+    from sim.transport_fit import read_csv, write_csv
+
+    pts = [Measurement(2, 1024.0, 1e-3, 1.25e6), Measurement(4, 2048.0, 2.5e-3, 3.125e6)]
+    path = tmp_path / "m.csv"
+    write_csv(str(path), pts)
+    assert read_csv(str(path)) == pts
+    path.write_text("ranks,bytes,seconds,bandwidth_Bps\n2,1024,0.001,-5\n")
+    with pytest.raises(Exception, match="bandwidth_Bps must be > 0"):
+        read_csv(str(path))
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--measure", "--netns-mbit", "fast"], "--netns-mbit must be numbers"),
+        (["--measure", "--netns-mbit", "0,10"], "rates > 0"),
+        (["--csv", "x.csv", "--netns-mbit", "10"], "needs --measure"),
+        (["--measure", "--netns-mbit", "10", "--link-gbps", "1"], "give no --link-gbps"),
+        (["--measure", "--max-ranks", "3", "--min-ranks", "4"], "--min-ranks"),
+    ],
+)
+def test_bad_netns_calibration_arguments_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], match: str
+) -> None:
+    assert main(["calibrate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err
+
+
+def test_small_messages_get_more_repeats_on_shaped_links() -> None:
+    from realrun.allreduce_bench import iters_for
+
+    assert iters_for(2, 1024, 3, None) == 3  # loopback: as asked
+    assert iters_for(2, 1024, 3, 1.25e6) == 60  # ~1 ms each: capped at 60
+    assert iters_for(4, 2**24, 3, 1.25e6) == 3  # 20 s each: as asked
+    assert 3 < iters_for(2, 65536, 3, 12.5e6) < 60
 
 
 def test_real_side_kind() -> None:

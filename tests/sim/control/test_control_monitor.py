@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sim.collectives import ring_allreduce, sparse_allgather, tree_allreduce
 from sim.control.monitor import (
     EwmaFilter,
+    KalmanLink,
     LinkMonitor,
     MinFilter,
     fit_alpha_beta,
@@ -89,7 +90,7 @@ def test_min_filter_finds_the_base_link_under_congestion_noise() -> None:
 
 
 def test_same_shape_measurements_rescale_the_last_split() -> None:
-    mon = LinkMonitor(smoothing="none", window=4)
+    mon = LinkMonitor(smoothing="none", window=4, fit="lstsq")
     for m in (10e6, 30e6):
         t = ring_allreduce(8, m)
         mon.observe(t.n_alpha, t.n_bytes, t.time_s(1e-3, 2e9))
@@ -176,3 +177,62 @@ def test_fast_fit_agrees_with_the_numpy_reference(rows: list[tuple[float, float,
     for x, y in zip(a, b, strict=True):
         assert math.isclose(x * fast[0] + y * fast[1], x * ref[0] + y * ref[1],
                             rel_tol=1e-6, abs_tol=1e-9)
+
+
+def _latency_walk_run(fit: str, seed: int = 0) -> list[float]:
+    """Bandwidth estimates (relative log10 error) over a latency random walk on a constant
+    10 Gbit/s link, measured with buckets of almost equal size (a compressed payload varies a
+    little from bucket to bucket) over a tree, the latency moving every other bucket."""
+    rng = np.random.default_rng(seed)
+    bw = 1.25e9
+    lat = 5e-3
+    mon = LinkMonitor(fit=fit)
+    errs = []
+    for _ in range(100):
+        for i in range(8):
+            if i % 2 == 0:
+                lat = float(np.clip(lat * np.exp(rng.normal(0.0, 0.3)), 1e-3, 50e-3))
+            terms = tree_allreduce(1024, 4e6 * (1.0 + 1e-3 * float(rng.uniform(-1.0, 1.0))))
+            mon.observe(terms.n_alpha, terms.n_bytes, terms.time_s(lat, bw))
+        est = mon.estimate()[1]
+        assert est is not None
+        errs.append(abs(math.log10(est / bw)))
+    return errs[5:]
+
+
+def test_robust_fit_keeps_the_bandwidth_under_fast_latency_variation() -> None:
+    robust = _latency_walk_run("robust")
+    plain = _latency_walk_run("lstsq")
+    # The plain fit attributes latency changes between rows to bytes: over 10x off at times.
+    assert max(plain) > 1.0
+    # The robust fit stays within a factor 5 at every step and is closer on the median.
+    assert max(robust) < math.log10(5.0)
+    assert float(np.median(robust)) < float(np.median(plain))
+
+
+def test_kalman_moves_the_dominant_term() -> None:
+    # Latency-dominated measurements of one shape: a slower collective is a higher latency.
+    k = KalmanLink(10e-3, 1.0 / 1e9)
+    n_alpha, n_bytes = 100.0, 1e6  # 1.0 s of latency, 1 ms of bytes
+    for _ in range(20):
+        alpha, beta = k.update(n_alpha, n_bytes, n_alpha * 20e-3 + n_bytes / 1e9)
+    assert math.isclose(alpha, 20e-3, rel_tol=0.02)
+    assert 0.5e9 < 1.0 / beta < 2e9
+
+
+@settings(max_examples=50, deadline=None)
+@given(alpha=st.floats(1e-5, 0.05), bw=st.floats(1e7, 1e11), seed=st.integers(0, 1000))
+def test_kalman_converges_on_two_shapes(alpha: float, bw: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    k = KalmanLink(alpha * float(rng.uniform(0.3, 3.0)), float(rng.uniform(0.3, 3.0)) / bw)
+    shapes = [ring_allreduce(16, 1e6), ring_allreduce(16, 1e6 * alpha * bw * 10 + 1e3)]
+    for i in range(400):
+        t = shapes[i % 2]
+        k.update(t.n_alpha, t.n_bytes, t.time_s(alpha, bw))
+    for t in shapes:
+        assert math.isclose(t.time_s(k.alpha_s, 1.0 / k.beta), t.time_s(alpha, bw), rel_tol=0.02)
+
+
+def test_unknown_fit_raises() -> None:
+    with pytest.raises(ValueError, match="unknown fit"):
+        LinkMonitor(fit="median")
