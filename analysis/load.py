@@ -37,7 +37,21 @@ __all__ = [
 
 #: Configuration keys that describe *what the run chose* (the policy under test); every other
 #: configuration key describes the *scenario* (trace, scale, seed, workload, ...).
-CHOICE_KEYS: tuple[str, ...] = ("policy", "policy_params", "collective", "density", "compressor")
+CHOICE_KEYS: tuple[str, ...] = (
+    "policy",
+    "policy_params",
+    "collective",
+    "density",
+    "compressor",
+    # The transport is chosen too (the bounded-loss one and its deadline); the packet loss
+    # of the links is part of the scenario.
+    "loss_bound",
+    "deadline_s",
+    # DS-Sync (grouped, shuffled synchronisation) is a choice as well.
+    "sync",
+    "groups",
+    "shuffle_every",
+)
 
 _RECORD_COLUMNS = frozenset(REQUIRED_COLUMNS) | frozenset(OPTIONAL_COLUMNS)
 
@@ -101,6 +115,15 @@ def policy_label(config: dict[str, Any]) -> str:
         if key == "compressor" and params.get("density") in (None, 1, 1.0):
             continue
         parts.append(f"{key}={_fmt(params[key])}")
+    if config.get("loss_bound") is not None:
+        parts.append(f"loss-bound={_fmt(config['loss_bound'])}")
+        if config.get("deadline_s") is not None:
+            parts.append(f"deadline={_fmt(1e3 * float(config['deadline_s']))}ms")
+    if config.get("sync") not in (None, "allreduce"):
+        # DS-Sync is part of the choice: "fixed density=1 ring ds-sync:g=4,k=1".
+        parts.append(
+            f"{config['sync']}:g={config.get('groups', 1)},k={config.get('shuffle_every', 1)}"
+        )
     return " ".join(parts)
 
 

@@ -38,16 +38,36 @@ def _network_label(row: pd.Series, keys: list[str]) -> str:
     return ", ".join(f"{k}={row[k]}" for k in keys) if len(keys) > 1 else str(row[keys[0]])
 
 
+def _scheme(metrics: pd.DataFrame) -> pd.Series | None:
+    """Each run's transport family when both appear: ``plain transport`` (compression control
+    over a lossless or TCP-like transport) or ``bounded-loss transport``; else ``None``."""
+    if "loss_bound" not in metrics.columns:
+        return None
+    bounded = metrics["loss_bound"].notna()
+    if bounded.all() or not bounded.any():
+        return None
+    return bounded.map({True: "bounded-loss transport", False: "plain transport"})
+
+
 def recommendations(results: Results, metrics: pd.DataFrame) -> pd.DataFrame:
-    """One row per network class: the best choice, its time, the margin and the seeds' spread."""
+    """One row per network class: the best choice, its time, the margin and the seeds' spread.
+
+    When the runs hold both transports (some with a loss bound, some without), every network
+    class gets one row per transport family (``scheme``), each with its own best choice, and
+    ``best on this network`` marks the faster of the two.
+    """
     if metrics.empty:
         return pd.DataFrame()
     basis = "tta_s" if "tta_s" in metrics.columns else "mean_iter_s"
     what = "time to target" if basis == "tta_s" else "mean iteration time"
     keys = [c for c in results.scenario_columns if c != "seed" and c in metrics.columns]
     m = metrics.merge(_choice_details(results), on="run_id", how="left", suffixes=("", "_used"))
+    scheme = _scheme(m)
+    if scheme is not None:
+        m = m.assign(scheme=scheme.to_numpy())
+    group_keys = keys + (["scheme"] if scheme is not None else [])
     rows: list[dict[str, Any]] = []
-    groups = m.groupby(keys, sort=True, dropna=False) if keys else [((), m)]
+    groups = m.groupby(group_keys, sort=True, dropna=False) if group_keys else [((), m)]
     for _, part in groups:
         stats = []
         for label, runs in part.groupby("policy_label", sort=True):
@@ -71,6 +91,7 @@ def recommendations(results: Results, metrics: pd.DataFrame) -> pd.DataFrame:
         used = " / ".join(used_parts)
         row: dict[str, Any] = {
             "network": _network_label(part.iloc[0], keys),
+            **({"scheme": part["scheme"].iloc[0]} if scheme is not None else {}),
             "recommended": label,
             "compressor / collective": used,
             what + " (s, mean)": best_mean,
@@ -90,7 +111,12 @@ def recommendations(results: Results, metrics: pd.DataFrame) -> pd.DataFrame:
         else:
             row["runner-up"], row["margin"], row["how sure"] = "", "only choice", ""
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if scheme is not None and not out.empty:
+        col = what + " (s, mean)"
+        fastest = out.groupby("network", sort=False)[col].transform("min")
+        out["best on this network"] = (out[col] == fastest).map({True: "yes", False: ""})
+    return out
 
 
 #: What each compression cost source (``meta["compress_cost_source"]``, first word) rests on.
@@ -150,6 +176,16 @@ def assumptions(results: Results) -> list[str]:
             out[
                 f"The network is simulated ({meta.get('fidelity', 'analytic')} fidelity) from "
                 "replayed traces; no packet was sent."
+            ] = None
+        loss = table(meta, "loss")
+        if loss:
+            out[
+                "Packet loss is modelled, not measured: independent per-packet losses "
+                f"({loss.get('mtu_bytes', 1500)}-byte packets); the plain transport repairs a "
+                "loss with one round trip, or a retransmission timeout of "
+                f"{1e3 * float(loss.get('rto_s', 0.005)):g} ms for a tail loss; the bounded-loss "
+                "transport's lost entries cost convergence as the gradient trace's random-k "
+                "(link loss) and top-k (deadline drops) gains say (sim/convergence/loss.py)."
             ] = None
         emulation = meta.get("emulation")
         if emulation:

@@ -204,14 +204,15 @@ def _agreed_each_step(meta: dict[str, Any]) -> bool:
 
 
 def _adjusted_trace_file(spec: str, extra_latency_s: float, delay_s: float, horizon_s: float,
-                         tmp: Path) -> str:
-    """Write ``spec``'s trace with ``extra_latency_s`` added to every latency and its schedule
-    delayed by ``delay_s`` (the initial state held from 0), unrolled to ``horizon_s``."""
+                         tmp: Path, traces: Any = None) -> str:
+    """Write ``spec``'s trace (or the TraceSet ``traces``) with ``extra_latency_s`` added to
+    every latency and its schedule delayed by ``delay_s`` (the initial state held from 0),
+    unrolled to ``horizon_s``."""
     from traces.bundled import resolve_trace
     from traces.csvio import write_trace_csv
     from traces.model import PiecewiseTrace, TraceSet
 
-    ts = resolve_trace(spec)
+    ts = resolve_trace(spec) if traces is None else traces
     links = {}
     for lab, tr in ts.links.items():
         if delay_s > 0.0 and not tr.is_constant:
@@ -230,11 +231,14 @@ def _adjusted_trace_file(spec: str, extra_latency_s: float, delay_s: float, hori
 
 def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                   *, fidelity: str = "analytic", transport: str = "ideal",
-                  transport_calibration: str | None = None
+                  transport_calibration: str | None = None,
+                  align_to: pd.DataFrame | None = None, passes: int = 20
                   ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate the real run ``meta`` describes, with ``calibration`` applied and the trace
     clock aligned (delayed by the simulated iteration 0, as the real run's clock starts at
-    iteration 1)."""
+    iteration 1). With ``align_to`` (the real run's records) a time-varying trace is also
+    warped onto the simulated clock iteration by iteration (:mod:`analysis.validate_align`),
+    re-simulating up to ``passes`` times until the simulated starts settle."""
     from sim.runner import run_simulation
 
     cal = calibration or Calibration()
@@ -254,6 +258,13 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                                  transport=transport,
                                  transport_calibration=transport_calibration)
             records, sim_meta = run_simulation(cfg)
+            if align_to is not None:
+                from .validate_align import aligned_runs
+
+                records, sim_meta = aligned_runs(meta, cal, spec, align_to, records, sim_meta,
+                                                  Path(tmp), passes, fidelity=fidelity,
+                                                  transport=transport,
+                                                  transport_calibration=transport_calibration)
     return records, sim_meta
 
 
@@ -407,11 +418,12 @@ def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLi
 def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] | None = None,
              *, calibration: Calibration | None = None, skip: int = 3,
              plot: str | os.PathLike[str] | None = None, fidelity: str = "analytic",
-             transport: str = "ideal", transport_calibration: str | None = None
-             ) -> tuple[ValidationResult, pd.DataFrame]:
+             transport: str = "ideal", transport_calibration: str | None = None,
+             align_trace: bool = False) -> tuple[ValidationResult, pd.DataFrame]:
     """Compare a real run with a simulation of it (or with the simulated run ``sim_dir``).
 
-    Returns the result and the simulated records used.
+    ``align_trace``: warp a time-varying trace onto the simulated clock iteration by iteration
+    (:mod:`analysis.validate_align`). Returns the result and the simulated records used.
     """
     from sim.rundir import read_run
 
@@ -422,7 +434,8 @@ def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] |
         sim, _ = read_run(sim_dir)
     else:
         sim, _ = simulate_like(meta, calibration, fidelity=fidelity, transport=transport,
-                               transport_calibration=transport_calibration)
+                               transport_calibration=transport_calibration,
+                               align_to=real if align_trace else None)
     res = compare(real, sim, skip=skip)
     if plot is not None:
         cfg = meta.get("config", {})

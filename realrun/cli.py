@@ -102,6 +102,17 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="stop the run when a rank makes no progress for this long "
                    "(default: sized from the trace, at least 120 s)")
     add_sync_args(p)
+    from sim.cli_sim import add_loss_args
+
+    add_loss_args(p, simulator=False)
+    p.add_argument("--packet-loss", type=float, default=None,
+                   help="bounded-loss transport: per-packet loss probability of the seeded "
+                   "loss process, in [0, 1) (default: the trace's loss column, else 0)")
+    p.add_argument("--loss-feedback", action="store_true",
+                   help="bounded-loss transport: add the lost entries back next step "
+                   "(error feedback; default: they are lost)")
+    p.add_argument("--packet-bytes", type=int, default=1500,
+                   help="bounded-loss transport: gradient bytes per packet (default 1500)")
     p.add_argument("--out", required=True, help="run directory to write")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -148,7 +159,27 @@ def config_from_args(args: argparse.Namespace) -> Any:
         sync=sync,
         groups=groups,
         shuffle_every=shuffle_every,
+        **_loss_fields(args),
     )
+
+
+def _loss_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The bounded-loss fields of a real run from its flags (SI units)."""
+    from sim.cli_sim import loss_config
+    from sim.lossy import check_fraction
+
+    out = loss_config(argparse.Namespace(loss_bound=args.loss_bound,
+                                         deadline_ms=args.deadline_ms))
+    if args.packet_loss is not None:
+        out["packet_loss"] = check_fraction("--packet-loss", args.packet_loss)
+    if args.loss_feedback:
+        out["loss_feedback"] = True
+    if args.packet_bytes != 1500:
+        out["packet_bytes"] = args.packet_bytes
+    if "loss_bound" not in out and ("packet_loss" in out or args.loss_feedback
+                                    or args.packet_bytes != 1500):
+        raise InputError("--packet-loss, --loss-feedback and --packet-bytes need --loss-bound")
+    return out
 
 
 def _run_real(args: argparse.Namespace) -> int:

@@ -21,6 +21,14 @@ __all__ = ["RealConfig"]
 
 #: DS-Sync fields at their defaults (plain allreduce), left out of :meth:`RealConfig.to_dict`.
 _SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_every": 1}
+#: Loss fields and their defaults (left out of ``to_dict`` when at the default).
+_LOSS_DEFAULTS: dict[str, Any] = {
+    "loss_bound": None,
+    "deadline_s": None,
+    "packet_loss": None,
+    "loss_feedback": False,
+    "packet_bytes": 1500,
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,17 @@ class RealConfig:
             ``groups`` groups reshuffled every ``shuffle_every`` steps (:mod:`realrun.ds_sync`;
             dense policy only). The three DS-Sync fields appear in :meth:`to_dict` only when
             not at their defaults, so earlier runs' configurations are unchanged.
+        loss_bound: bounded-loss transport (:mod:`realrun.hook.loss`): fraction of each
+            bucket's packets a rank may leave missing, in ``[0, 1)``; ``None``: none.
+        deadline_s: its per-collective deadline (``None``: none).
+        packet_loss: per-packet loss probability of the seeded loss process, in ``[0, 1)``
+            (``None``: the trace's ``loss`` column at the start, else 0).
+        loss_feedback: keep the lost entries and add them back next step (error feedback).
+        packet_bytes: gradient bytes per packet (an MTU; smaller for the bundled models, whose
+            whole gradient is a few dozen 1500-byte packets).
+
+    The loss fields appear in :meth:`to_dict` only when set, so other runs' configurations
+    are unchanged.
     """
 
     workload: str
@@ -87,6 +106,11 @@ class RealConfig:
     sync: str = "allreduce"
     groups: int = 1
     shuffle_every: int = 1
+    loss_bound: float | None = None
+    deadline_s: float | None = None
+    packet_loss: float | None = None
+    loss_feedback: bool = False
+    packet_bytes: int = 1500
 
     def __post_init__(self) -> None:
         def need_int(name: str, lo: int) -> None:
@@ -128,9 +152,40 @@ class RealConfig:
         if self.sync == "ds-sync" and (self.policy != "dense" or self.policy_params):
             raise InputError("--sync ds-sync averages dense models inside groups: it needs "
                              "--policy dense without parameters")
+        self._check_loss()
         if self.agreement == "end" and self._observes():
             raise InputError(f"policy {self.policy!r} (owner {self.owner_rule}) reads "
                              "observations: it needs agreement each step")
+
+    def _check_loss(self) -> None:
+        from sim.lossy import check_fraction
+
+        if self.loss_bound is not None:
+            check_fraction("loss bound", self.loss_bound)
+            if not self.use_hook or self.sync != "allreduce":
+                raise InputError("the bounded-loss transport runs in the comm hook: it needs "
+                                 "the hook (not --no-hook) and --sync allreduce")
+        elif (self.deadline_s is not None or self.packet_loss is not None or self.loss_feedback
+              or self.packet_bytes != 1500):
+            raise InputError("--deadline-ms, --packet-loss, --loss-feedback and --packet-bytes "
+                             "need --loss-bound")
+        if self.packet_loss is not None:
+            check_fraction("packet loss", self.packet_loss)
+        pb = self.packet_bytes
+        if isinstance(pb, bool) or not isinstance(pb, int) or pb < 4:
+            raise InputError(f"packet bytes must be an integer >= 4, got {pb!r}")
+        d = self.deadline_s
+        if d is not None and (isinstance(d, bool) or not isinstance(d, (int, float))
+                              or math.isnan(d) or d <= 0):
+            raise InputError(f"deadline must be > 0, got {d!r}")
+
+    def loss_rate(self) -> float:
+        """The loss process's per-packet probability: ``packet_loss``, else the trace's
+        ``loss`` at its start, else 0."""
+        if self.packet_loss is not None:
+            return float(self.packet_loss)
+        tr = self.link_trace() if self.trace is not None else None
+        return float(tr.state_at(0.0)[2]) if tr is not None else 0.0
 
     def _observes(self) -> bool:
         """Whether the controller (or the VAR owner) reads per-step observations."""
@@ -146,9 +201,10 @@ class RealConfig:
         return self.agreement == "each-step"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; inverse of :meth:`from_dict` (DS-Sync fields only when set)."""
+        """JSON-ready dict; inverse of :meth:`from_dict` (DS-Sync and loss fields only when
+        set)."""
         d = asdict(self)
-        for name, default in _SYNC_DEFAULTS.items():
+        for name, default in (*_SYNC_DEFAULTS.items(), *_LOSS_DEFAULTS.items()):
             if d[name] == default:
                 del d[name]
         return d

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -123,6 +124,20 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
         agree_each_step=cfg.agree_each_step(),
         device=dev,
     )
+    if cfg.loss_bound is not None:
+        from .hook.loss import BoundedLoss
+
+        order = {id(p): i for i, p in enumerate(model.parameters())}
+        state.loss = BoundedLoss(
+            loss_bound=cfg.loss_bound,
+            packet_loss=cfg.loss_rate(),
+            deadline_s=math.inf if cfg.deadline_s is None else cfg.deadline_s,
+            error_feedback=cfg.loss_feedback,
+            seed=cfg.seed,
+            rank=rank,
+            mtu_bytes=cfg.packet_bytes,
+            layer_of_param=order,
+        )
     ds = cfg.sync == "ds-sync"
     averager = None
     if ds:
@@ -230,6 +245,8 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
             for row, label, ok in zip(rows, averager.history, agreed, strict=True):
                 row.update(sync=cfg.sync, groups=cfg.groups, shuffle_every=cfg.shuffle_every,
                            grouping=label, grouping_agreed=ok)
+        if state.loss is not None:
+            _add_delivered(rows, state.loss.step_fractions(len(rows)), dev)
     finally:
         if bar is not None:
             bar.close()
@@ -308,6 +325,24 @@ def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], t
         row.update(evals.get(it, {}))
         rows.append(row)
     return rows
+
+
+def _add_delivered(rows: list[dict[str, Any]], counts: Any, dev: torch.device) -> None:
+    """``delivered_frac`` per row: delivered packets over packets, summed over ranks (one
+    collective), and ``min_rank_delivered_frac``, the worst rank's (1 where nothing was
+    dropped, e.g. warm-up steps)."""
+    import numpy as np
+
+    c = torch.tensor(counts, dtype=torch.float64, device=dev)
+    frac = torch.where(c[:, 1] > 0, c[:, 0] / c[:, 1].clamp(min=1), torch.ones_like(c[:, 0]))
+    worst = frac.clone()
+    dist.all_reduce(c)
+    dist.all_reduce(worst, op=dist.ReduceOp.MIN)
+    tot = c.cpu().numpy()
+    mean = np.where(tot[:, 1] > 0, tot[:, 0] / np.maximum(tot[:, 1], 1), 1.0)
+    for row, f, w in zip(rows, mean.tolist(), worst.cpu().tolist(), strict=True):
+        row["delivered_frac"] = f
+        row["min_rank_delivered_frac"] = w
 
 
 def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,

@@ -26,6 +26,9 @@ def compression_hook(
     nbytes = buf.numel() * buf.element_size()
     cur.grad_bytes += nbytes
     cur.bucket_bytes[bucket.index()] = nbytes
+    if state.loss is not None and not cur.warmup:
+        # Bounded-loss transport: this rank's lost packets are zeroed before any exchange.
+        state.loss.apply(buf, bucket.index(), bucket.parameters(), cur.iteration)
     # With per-bucket collective choices ("auto"), this bucket's own collective.
     d = cur.decision.for_bucket(bucket.index())
     if cur.warmup or (d.compressor == "none" and d.collective in SAME_INDEX):

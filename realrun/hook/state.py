@@ -26,6 +26,7 @@ from ..emulation import HookEmulator
 from .agreement import Agreement
 from .buckets import CompressorBank
 from .clock import CommClock
+from .loss import BoundedLoss
 from .records import Accum, IterationStats, local_row
 
 __all__ = ["CompressionHookState"]
@@ -127,6 +128,8 @@ class CompressionHookState:
         #: This rank's own measurements of the last finished iteration, before agreement:
         #: ``(accumulator, row)`` with the columns of :func:`~realrun.hook.records.local_row`.
         self.last_local: tuple[Accum, list[float]] | None = None
+        #: The bounded-loss transport's drop rule (:mod:`realrun.hook.loss`); ``None``: none.
+        self.loss: BoundedLoss | None = None
 
     # ------------------------------------------------------------------ parts
     @property
@@ -231,6 +234,8 @@ class CompressionHookState:
         self.agreement.collect()
         local = local_row(cur, iter_s)
         self.last_local = (cur, local)
+        if self.loss is not None:
+            self.loss.last_comm_s = local[1]
         if self._grad_bytes == 0:
             self._grad_bytes = cur.grad_bytes
         if not self._bucket_bytes and not cur.warmup and cur.bucket_bytes:
