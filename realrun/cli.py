@@ -102,7 +102,7 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="stop the run when a rank makes no progress for this long "
                    "(default: sized from the trace, at least 120 s)")
     add_sync_args(p)
-    from sim.cli_sim import add_loss_args
+    from sim.lossy.options import add_loss_args
 
     add_loss_args(p, simulator=False)
     p.add_argument("--packet-loss", type=float, default=None,
@@ -165,8 +165,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def _loss_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The bounded-loss fields of a real run from its flags (SI units)."""
-    from sim.cli_sim import loss_config
     from sim.lossy import check_fraction
+    from sim.lossy.options import loss_config
 
     out = loss_config(argparse.Namespace(loss_bound=args.loss_bound,
                                          deadline_ms=args.deadline_ms))
