@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.atomic_files import atomic_path
+from compctl_base.atomic_files import atomic_path
 from sim.errors import InputError
 
 if TYPE_CHECKING:
@@ -261,10 +261,16 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
             if align_to is not None:
                 from .validate_align import aligned_runs
 
-                records, sim_meta = aligned_runs(meta, cal, spec, align_to, records, sim_meta,
-                                                  Path(tmp), passes, fidelity=fidelity,
-                                                  transport=transport,
-                                                  transport_calibration=transport_calibration)
+                def resimulate(warped: Any, delay_s: float,
+                               horizon_s: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+                    trace = _adjusted_trace_file(spec, cal.extra_latency_s, delay_s, horizon_s,
+                                                 Path(tmp), traces=warped)
+                    return run_simulation(sim_config_for(
+                        meta, cal, trace_override=trace, fidelity=fidelity,
+                        transport=transport, transport_calibration=transport_calibration))
+
+                records, sim_meta = aligned_runs(spec, align_to, records, sim_meta, passes,
+                                                  resimulate)
     return records, sim_meta
 
 

@@ -1,7 +1,7 @@
-"""``compctl real``: run real DDP training with a compctl controller, and ``compctl validate``.
+"""``compctl real``: run real DDP training with a compctl controller.
 
-``validate`` lives in :mod:`analysis.validate_cli`; it is registered from here so the real-run
-commands sit together in ``compctl --help``.
+(``compctl validate`` is :mod:`analysis.validate_cli`; ``sim.entry.COMMANDS`` lists it next to
+``real`` in ``compctl --help``.)
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="stop the run when a rank makes no progress for this long "
                    "(default: sized from the trace, at least 120 s)")
     add_sync_args(p)
-    from sim.cli_sim import add_loss_args
+    from sim.lossy.options import add_loss_args
 
     add_loss_args(p, simulator=False)
     p.add_argument("--packet-loss", type=float, default=None,
@@ -122,7 +122,7 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~realrun.config.RealConfig` the flags describe."""
-    from sim.cli_sim import parse_param
+    from sim.control.params import parse_param
 
     from .config import RealConfig
 
@@ -165,8 +165,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def _loss_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The bounded-loss fields of a real run from its flags (SI units)."""
-    from sim.cli_sim import loss_config
     from sim.lossy import check_fraction
+    from sim.lossy.options import loss_config
 
     out = loss_config(argparse.Namespace(loss_bound=args.loss_bound,
                                          deadline_ms=args.deadline_ms))
@@ -239,8 +239,5 @@ def _summarise(cfg: Any, dest: Any, *, as_json: bool) -> None:
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add ``real`` and ``validate`` to ``sub``."""
+    """Add ``real`` to ``sub``."""
     _add_real(sub)
-    from analysis.validate_cli import register as register_validate
-
-    register_validate(sub)

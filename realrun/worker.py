@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from sim.atomic_files import atomic_write_text
+from compctl_base.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .config import RealConfig

@@ -56,13 +56,14 @@ from traces.model import PiecewiseTrace, TraceSet
 from .cluster import Cluster, StragglerModel, unroll_horizon_s
 from .collectives import IntraNodeLink, collective_shape
 from .lossy_engine import LossTally, LossyLinks, loss_rng
-from .workload_costs import WorkloadCosts
+from .sync.sizing import group_size_and_intra
+from .workload_costs import IterationResult, WorkloadCosts
 from .workloads import WorkloadProfile, load_profile
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .runner import SimConfig
+    from .config import SimConfig
 
 __all__ = [
     "DecisionPlan",
@@ -81,27 +82,6 @@ _log = logging.getLogger(__name__)
 
 #: Policies that ignore the link estimates: the monitor is off for them under ``monitor="auto"``.
 STATIC_POLICIES: tuple[str, ...] = ("dense", "fixed")
-
-
-def group_size_and_intra(
-    decision: Decision, workers: int, intra: IntraNodeLink | None
-) -> tuple[int, IntraNodeLink | None]:
-    """Ranks in one collective under ``decision`` and the intra-node link they see.
-
-    Plain allreduce: all ``workers``. DS-Sync: the ``workers / groups`` ranks of one group. The
-    analytic level's network is flat (every worker has its own link to one switch), so the
-    groups' collectives run concurrently without sharing a link and each takes the closed form
-    over ``m`` ranks. The two-level (hierarchical) collective assumes whole nodes, which
-    shuffled groups are not: it is refused with more than one group.
-    """
-    if not decision.grouped:
-        return workers, intra
-    from sim.sync import check_sync
-
-    check_sync(decision.sync, workers, decision.groups, decision.shuffle_every)
-    if "hierarchical" in decision.collectives_used():
-        raise InputError("the hierarchical collective cannot run inside DS-Sync groups")
-    return workers // decision.groups, intra
 
 
 def resolve_trace(spec: str) -> TraceSet:
@@ -192,25 +172,6 @@ class DecisionPlan:
     after_s: tuple[float, ...]
     compress_s: tuple[float, ...]
     payload_bytes: float
-
-
-@dataclass(frozen=True)
-class IterationResult:
-    """Outcome of one iteration; seconds, bytes per worker."""
-
-    compute_s: float
-    exposed_comm_s: float
-    compress_s: float
-    iter_s: float
-    comm_s: float
-    bytes_sent: float
-    straggler_wait_s: float = 0.0
-    #: Fraction of the iteration's gradient packets delivered (loss model only).
-    delivered_frac: float = 1.0
-    #: Packets re-sent, all workers together (loss model only).
-    retx_packets: int = 0
-    #: Fraction of the packets dropped unsent past a deadline, lowest priority first.
-    dropped_frac: float = 0.0
 
 
 class IterationModel(WorkloadCosts):

@@ -34,17 +34,16 @@ from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
 
 from .cluster import Cluster
-from .engine import IterationResult
 from .lossy_engine import LossTally, LossyLinks
 from .stepwise_net import CompiledSchedule, StepwiseNetwork
 from .topology import Topology, WorkerSpec
-from .workload_costs import WorkloadCosts
+from .workload_costs import IterationResult, WorkloadCosts
 from .workloads import WorkloadProfile
 
 if TYPE_CHECKING:
     from traces.model import TraceSet
 
-    from .runner import SimConfig
+    from .config import SimConfig
 
 __all__ = [
     "Factors",
@@ -206,7 +205,7 @@ class StepwiseIterationModel(WorkloadCosts):
         if groups is not None:
             from sim.sync.schedules import grouped_schedule
 
-            from .engine import group_size_and_intra
+            from .sync.sizing import group_size_and_intra
 
             m, _ = group_size_and_intra(decision, n, None)
         scheds, alphas, nbytes, comp = [], [], [], []
