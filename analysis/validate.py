@@ -164,10 +164,14 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     if status != "complete":
         raise InputError(f"the real run is marked {status} ({meta.get('reason', 'no reason')}): "
                          "its records are partial and not agreed across ranks")
+    shortcuts: dict[str, Any] = {}
     if not cfg.get("use_hook", True):
         policy, params = "dense", {}
     else:
         policy, params = cfg["policy"], dict(cfg.get("policy_params", {}))
+        # The same shortcut vocabulary in both worlds (sim.control.world).
+        shortcuts = {k: cfg[k] for k in ("collective", "density", "compressor")
+                     if cfg.get(k) is not None}
     trace = trace_override or cfg.get("trace")
     if trace is None:
         raise InputError("the real run had no trace (emulation none): give --sim to compare")
@@ -178,6 +182,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         trace=trace,
         policy=policy,
         policy_params=tuple(sorted(params.items())),
+        **shortcuts,
         iterations=int(cfg["steps"]),
         seed=int(cfg["seed"]),
         bucket_bytes=float(cfg.get("bucket_cap_mb", 25.0)) * 2**20,

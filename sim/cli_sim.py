@@ -16,6 +16,7 @@ from compctl_base.errors import InputError
 from compctl_base.units import parse_bytes
 from sim.control.params import parse_param
 from sim.lossy.options import add_loss_args, loss_config
+from sim.policy_options import add_policy_args, policy_from_args
 from sim.sync.cli_args import add_sync_args, sync_from_args
 
 __all__ = ["add_loss_args", "loss_config", "register", "parse_bytes", "parse_param"]
@@ -67,22 +68,7 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--workload", required=True, help="profile name or JSON profile path")
     p.add_argument("--workers", type=int, required=True, help="number of workers")
     p.add_argument("--trace", required=True, help="bundled trace, trace file or generator spec")
-    p.add_argument("--policy", default="fixed", help="control policy (default: fixed)")
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="policy parameter (repeatable); see compctl list policies",
-    )
-    p.add_argument(
-        "--collective",
-        help="collective for the static policies (fixed, dense), or auto (cost-model choice)",
-    )
-    p.add_argument("--density", type=float, help="density kept, in (0, 1]")
-    p.add_argument("--compressor", help="compressor name (see compctl list compressors)")
-    p.add_argument("--iterations", type=int, default=100, help="iterations (default: 100)")
-    p.add_argument("--seed", type=int, default=0, help="root seed (default: 0)")
+    add_policy_args(p, default_policy="fixed", default_iterations=100)
     p.add_argument("--bucket-size", default="25MB", help="DDP bucket capacity (default: 25MB)")
     p.add_argument("--compute-scale", type=float, default=1.0, help="scale compute times")
     p.add_argument(
@@ -140,21 +126,19 @@ def _add_stepwise_args(p: argparse.ArgumentParser) -> None:
 def _sim_config(args: argparse.Namespace) -> Any:
     from sim.runner import SimConfig
 
-    params = dict(parse_param(s) for s in args.param)
-    if len(params) != len(args.param):
-        raise InputError("a --param key is given twice")
+    choice = policy_from_args(args)
     sync, groups, shuffle_every = sync_from_args(args, args.workers)
     return SimConfig(
         workload=args.workload,
         workers=args.workers,
         trace=args.trace,
-        policy=args.policy,
-        policy_params=tuple(params.items()),
-        collective=args.collective,
-        density=args.density,
-        compressor=args.compressor,
-        iterations=args.iterations,
-        seed=args.seed,
+        policy=choice.policy,
+        policy_params=tuple(choice.params.items()),
+        collective=choice.collective,
+        density=choice.density,
+        compressor=choice.compressor,
+        iterations=choice.iterations,
+        seed=choice.seed,
         bucket_bytes=parse_bytes(args.bucket_size),
         fidelity=args.fidelity,
         compute_scale=args.compute_scale,

@@ -71,18 +71,10 @@ _AUTO = "auto"
 
 
 def default_compressor(collective: str, density: float) -> str:
-    """Compressor implied by a density alone: ``none`` when dense, else by the collective kind.
+    """Compressor implied by a density alone (:func:`sim.control.world.default_compressor`)."""
+    from sim.control.world import default_compressor as implied
 
-    ``"auto"`` (cost-model selection) gives ``topk``, the policies' default sparsifier: it rides
-    the sparse collectives (allgather, AR-Topk), among which the selection then chooses.
-    """
-    from sim.compress.spec import SPARSE
-
-    if density >= 1.0:
-        return "none"
-    if collective == _AUTO:
-        return "topk"
-    return "topk" if collective in SPARSE else "randomk"
+    return implied(collective, density)
 
 
 def _freeze_params(params: Any) -> tuple[tuple[str, _ParamValue], ...]:
@@ -364,40 +356,17 @@ class SimConfig:
         return dict(self.policy_params)
 
     def resolved_policy_params(self) -> dict[str, Any]:
-        """Policy parameters after applying the collective/density/compressor shortcuts.
+        """Policy parameters after applying the collective/density/compressor shortcuts
+        (:func:`sim.control.world.resolve_policy_params`, shared with real runs).
 
         :class:`InputError` when a shortcut is given twice or the policy lacks that parameter.
         """
-        from sim.control.registry import policy_info
+        from sim.control.world import resolve_policy_params
 
-        info = policy_info(self.policy)
-        known = info.parameters()
-        params: dict[str, Any] = dict(self.policy_params)
-        shortcuts = {
-            "collective": self.collective,
-            "density": self.density,
-            "compressor": self.compressor,
-        }
-        for name, value in shortcuts.items():
-            if value is None:
-                continue
-            if name in params:
-                raise InputError(f"{name} is given both directly and in policy_params")
-            if name not in known:
-                raise InputError(
-                    f"policy {self.policy!r} has no parameter {name!r}; "
-                    f"parameters: {', '.join(known) or 'none'}"
-                )
-            params[name] = value
-        if (
-            "compressor" in known
-            and "compressor" not in params
-            and ("density" in params or "collective" in params)
-        ):
-            coll = params.get("collective", known.get("collective"))
-            dens = params.get("density", known.get("density"))
-            sparse_auto = coll == _AUTO and isinstance(dens, (int, float)) and dens < 1.0
-            # Under "auto" below density 1 the policy keeps its own default sparsifier.
-            if isinstance(coll, str) and isinstance(dens, (int, float)) and not sparse_auto:
-                params["compressor"] = default_compressor(coll, float(dens))
-        return params
+        return resolve_policy_params(
+            self.policy,
+            dict(self.policy_params),
+            collective=self.collective,
+            density=self.density,
+            compressor=self.compressor,
+        )

@@ -32,6 +32,7 @@ import numpy as np
 from sim.collectives import schedule_for
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
+from sim.control.world import run_streams
 
 from .cluster import Cluster
 from .lossy_engine import LossTally, LossyLinks
@@ -432,7 +433,7 @@ def worker_factors(
     cfg: SimConfig, model: StepwiseIterationModel, rng: np.random.Generator
 ) -> WorkerFactors:
     """Per-worker factors of ``cfg``'s run (pauses from a third stream of the run's seed)."""
-    pause_rng = np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(3)[2])
+    pause_rng = np.random.default_rng(run_streams(cfg.seed)["stepwise-pauses"])
     return WorkerFactors(
         cfg.workers,
         cfg.straggler_sigma,
