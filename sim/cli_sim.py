@@ -203,6 +203,12 @@ def add_loss_args(p: argparse.ArgumentParser, *, simulator: bool) -> None:
             "(default: no loss)",
         )
         p.add_argument(
+            "--loss-feedback",
+            action="store_true",
+            help="bounded-loss transport: lost entries are kept by error feedback "
+            "(convergence model; default: they are gone)",
+        )
+        p.add_argument(
             "--rto-ms",
             type=float,
             default=5.0,
@@ -238,6 +244,10 @@ def loss_config(args: argparse.Namespace) -> dict[str, Any]:
                     f"--packet-loss must be a number in [0, 1) or 'trace', got {raw!r}"
                 ) from None
             out["packet_loss"] = check_fraction("--packet-loss", value)
+    if getattr(args, "loss_feedback", False):
+        if args.loss_bound is None:
+            raise InputError("--loss-feedback needs --loss-bound")
+        out["loss_feedback"] = True
     rto = getattr(args, "rto_ms", None)
     if rto is not None and rto != 5.0:
         out["rto_s"] = _positive("--rto-ms", rto, allow_zero=True) * 1e-3

@@ -73,6 +73,7 @@ _LOSS_DEFAULTS: dict[str, Any] = {
     "trace_loss": False,
     "rto_s": 0.005,
     "mtu_bytes": 1500,
+    "loss_feedback": False,
 }
 #: DS-Sync fields and their defaults (left out of ``to_dict`` when at the default, so the
 #: configurations and run ids of plain-allreduce runs are unchanged).
@@ -177,6 +178,8 @@ class SimConfig:
         trace_loss: read the per-packet loss from the trace's ``loss`` column.
         rto_s, mtu_bytes: the plain transport's retransmission timeout; gradient bytes per
             packet.
+        loss_feedback: the lost entries are kept by error feedback and added back (convergence:
+            :mod:`sim.convergence.loss`); ``False``: they are gone.
 
     The loss model is on when any of ``loss_bound``, ``packet_loss`` or ``trace_loss`` is set;
     its fields appear in :meth:`to_dict` only when not at their defaults (as the stepwise ones),
@@ -222,6 +225,7 @@ class SimConfig:
     trace_loss: bool = False
     rto_s: float = 0.005
     mtu_bytes: int = 1500
+    loss_feedback: bool = False
     sync: str = "allreduce"
     groups: int = 1
     shuffle_every: int = 1
@@ -301,8 +305,11 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
-        if not isinstance(self.trace_loss, bool):
-            raise InputError(f"trace_loss must be true or false, got {self.trace_loss!r}")
+        for name in ("trace_loss", "loss_feedback"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.loss_feedback and self.loss_bound is None:
+            raise InputError("loss_feedback needs a loss bound (--loss-bound)")
         self.loss_params()  # validates the loss fields
         from sim.sync import check_sync
 
@@ -465,6 +472,7 @@ def _add_convergence(
             records["density"].tolist(),
             delivered=records["delivered_frac"].tolist() if lossy else None,
             dropped=records["dropped_frac"].tolist() if lossy else None,
+            loss_feedback=cfg.loss_feedback,
             sync=sync,
         )
     except InputError as exc:
