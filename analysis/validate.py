@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.atomic_files import atomic_path
+from compctl_base.atomic_files import atomic_path
 from sim.errors import InputError
 
 if TYPE_CHECKING:
@@ -164,10 +164,14 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     if status != "complete":
         raise InputError(f"the real run is marked {status} ({meta.get('reason', 'no reason')}): "
                          "its records are partial and not agreed across ranks")
+    shortcuts: dict[str, Any] = {}
     if not cfg.get("use_hook", True):
         policy, params = "dense", {}
     else:
         policy, params = cfg["policy"], dict(cfg.get("policy_params", {}))
+        # The same shortcut vocabulary in both worlds (sim.control.world).
+        shortcuts = {k: cfg[k] for k in ("collective", "density", "compressor")
+                     if cfg.get(k) is not None}
     trace = trace_override or cfg.get("trace")
     if trace is None:
         raise InputError("the real run had no trace (emulation none): give --sim to compare")
@@ -178,6 +182,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         trace=trace,
         policy=policy,
         policy_params=tuple(sorted(params.items())),
+        **shortcuts,
         iterations=int(cfg["steps"]),
         seed=int(cfg["seed"]),
         bucket_bytes=float(cfg.get("bucket_cap_mb", 25.0)) * 2**20,
@@ -204,14 +209,15 @@ def _agreed_each_step(meta: dict[str, Any]) -> bool:
 
 
 def _adjusted_trace_file(spec: str, extra_latency_s: float, delay_s: float, horizon_s: float,
-                         tmp: Path) -> str:
-    """Write ``spec``'s trace with ``extra_latency_s`` added to every latency and its schedule
-    delayed by ``delay_s`` (the initial state held from 0), unrolled to ``horizon_s``."""
+                         tmp: Path, traces: Any = None) -> str:
+    """Write ``spec``'s trace (or the TraceSet ``traces``) with ``extra_latency_s`` added to
+    every latency and its schedule delayed by ``delay_s`` (the initial state held from 0),
+    unrolled to ``horizon_s``."""
     from traces.bundled import resolve_trace
     from traces.csvio import write_trace_csv
     from traces.model import PiecewiseTrace, TraceSet
 
-    ts = resolve_trace(spec)
+    ts = resolve_trace(spec) if traces is None else traces
     links = {}
     for lab, tr in ts.links.items():
         if delay_s > 0.0 and not tr.is_constant:
@@ -230,11 +236,14 @@ def _adjusted_trace_file(spec: str, extra_latency_s: float, delay_s: float, hori
 
 def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                   *, fidelity: str = "analytic", transport: str = "ideal",
-                  transport_calibration: str | None = None
+                  transport_calibration: str | None = None,
+                  align_to: pd.DataFrame | None = None, passes: int = 20
                   ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate the real run ``meta`` describes, with ``calibration`` applied and the trace
     clock aligned (delayed by the simulated iteration 0, as the real run's clock starts at
-    iteration 1)."""
+    iteration 1). With ``align_to`` (the real run's records) a time-varying trace is also
+    warped onto the simulated clock iteration by iteration (:mod:`analysis.validate_align`),
+    re-simulating up to ``passes`` times until the simulated starts settle."""
     from sim.runner import run_simulation
 
     cal = calibration or Calibration()
@@ -254,6 +263,19 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                                  transport=transport,
                                  transport_calibration=transport_calibration)
             records, sim_meta = run_simulation(cfg)
+            if align_to is not None:
+                from .validate_align import aligned_runs
+
+                def resimulate(warped: Any, delay_s: float,
+                               horizon_s: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+                    trace = _adjusted_trace_file(spec, cal.extra_latency_s, delay_s, horizon_s,
+                                                 Path(tmp), traces=warped)
+                    return run_simulation(sim_config_for(
+                        meta, cal, trace_override=trace, fidelity=fidelity,
+                        transport=transport, transport_calibration=transport_calibration))
+
+                records, sim_meta = aligned_runs(spec, align_to, records, sim_meta, passes,
+                                                  resimulate)
     return records, sim_meta
 
 
@@ -407,11 +429,12 @@ def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLi
 def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] | None = None,
              *, calibration: Calibration | None = None, skip: int = 3,
              plot: str | os.PathLike[str] | None = None, fidelity: str = "analytic",
-             transport: str = "ideal", transport_calibration: str | None = None
-             ) -> tuple[ValidationResult, pd.DataFrame]:
+             transport: str = "ideal", transport_calibration: str | None = None,
+             align_trace: bool = False) -> tuple[ValidationResult, pd.DataFrame]:
     """Compare a real run with a simulation of it (or with the simulated run ``sim_dir``).
 
-    Returns the result and the simulated records used.
+    ``align_trace``: warp a time-varying trace onto the simulated clock iteration by iteration
+    (:mod:`analysis.validate_align`). Returns the result and the simulated records used.
     """
     from sim.rundir import read_run
 
@@ -422,7 +445,8 @@ def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] |
         sim, _ = read_run(sim_dir)
     else:
         sim, _ = simulate_like(meta, calibration, fidelity=fidelity, transport=transport,
-                               transport_calibration=transport_calibration)
+                               transport_calibration=transport_calibration,
+                               align_to=real if align_trace else None)
     res = compare(real, sim, skip=skip)
     if plot is not None:
         cfg = meta.get("config", {})

@@ -41,6 +41,8 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError("--fit-agreement needs --fit-compressed")
     if args.save_calibration and not args.fit_calibration:
         raise InputError("--save-calibration needs --fit-calibration")
+    if args.align_trace and args.sim is not None:
+        raise InputError("--align-trace simulates the run itself: give no --sim")
     import tempfile
 
     from .validate import real_side_kind
@@ -78,11 +80,12 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
 
         Path(args.save_calibration).write_text(cal.to_json())
     res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot,
-                      fidelity=fidelity, transport=transport, transport_calibration=tcal)
+                      fidelity=fidelity, transport=transport, transport_calibration=tcal,
+                      align_trace=args.align_trace)
     out: dict[str, Any] = res.as_dict()
     out["comparison"] = {"real_side": kind, "description": words,
                          "transport_calibration": tcal_words, "fidelity": fidelity,
-                         "transport": transport}
+                         "transport": transport, "trace_aligned": bool(args.align_trace)}
     if cal is not None:
         out["calibration"] = {"compute_scale": cal.compute_scale,
                               "extra_latency_s": cal.extra_latency_s,
@@ -96,7 +99,8 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
             f"real side: {words}",
             f"transport calibration: {tcal_words}",
             f"simulated at the {fidelity} level"
-            + (f", transport {transport}" if fidelity == "stepwise" else ""),
+            + (f", transport {transport}" if fidelity == "stepwise" else "")
+            + (", trace aligned to the real iterations" if args.align_trace else ""),
             f"iterations compared: {res.n}",
             f"iteration time: real {res.real_mean_iter_s * 1e3:.3f} ms, "
             f"sim {res.sim_mean_iter_s * 1e3:.3f} ms, MAPE {res.mape_iter:.2%} "
@@ -158,6 +162,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--no-transport-calibration", action="store_true",
                    help="compare with the bundled transport parameters (an uncalibrated "
                    "comparison, labelled so)")
+    p.add_argument("--align-trace", action="store_true",
+                   help="warp a time-varying trace onto the simulated clock iteration by "
+                   "iteration, so each simulated iteration starts at the link state its real "
+                   "one did (compares iterations, not the drift of the simulated clock)")
     p.add_argument("--json", action="store_true", help="numbers as JSON on stdout")
     p.set_defaults(func=_run)
 
@@ -263,7 +271,7 @@ def _measure_now(args: argparse.Namespace, meta: dict[str, Any], mode: str, tran
     """Run the microbenchmark in the real run's mode, fit ``transport``; the file written."""
     from pathlib import Path
 
-    from realrun.calibrate_cli import run_calibrate
+    from realrun.calibrate import run_calibrate
 
     n = max(2, int((meta.get("config") or {}).get("nproc", 2)))
     out = str(Path(tmp) / "transport-calibration.json")

@@ -9,7 +9,8 @@ then costs
   transport's per-hop latency;
 - ``X``: the time the most loaded link needs for its bytes (flows sharing a link share its
   bandwidth; the step ends when its most loaded link has drained), at the transport's
-  bandwidth efficiency, and no faster than a TCP window allows per connection.
+  bandwidth efficiency, and no faster than a TCP window allows per connection; and at least
+  the transport's ``hop_floor_s`` (per-hop software time that overlaps the transfer).
 
 Chunk pipelining: with ``chunk_bytes`` each step's message is cut into ``C`` chunks. A link is
 one resource for all the steps that use it (a ring uses every link in every step), so chunking
@@ -261,6 +262,8 @@ class StepwiseNetwork:
             rtt = 2.0 * lat_path
             capped = ph.msg_bytes * rtt / tp.window_bytes
             x = max(x, float(capped.max()))
+        if tp.hop_floor_s > 0:
+            x = max(x, tp.hop_floor_s)
         return d, x
 
     def _cost(

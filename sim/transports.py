@@ -11,7 +11,11 @@ A :class:`Transport` is a named parameter set:
 - ``bandwidth_efficiency``: the fraction of a link's bandwidth a transfer reaches;
 - ``host_copy_Bps``: staging through host memory (device to host before, host to device after;
   0: none);
-- ``window_bytes``: a TCP window: one connection carries at most ``window / RTT`` (0: none).
+- ``window_bytes``: a TCP window: one connection carries at most ``window / RTT`` (0: none);
+- ``hop_floor_s``: a step takes at least this long: per-hop software time (a process waking up
+  and being scheduled, the library's hand-off) that *overlaps* the transfer, since the kernel
+  moves the bytes while the process waits (0: none). ``hop_latency_s`` is the additive
+  alternative; ``compctl calibrate`` fits one or the other, whichever matches better.
 
 Bundled sets (sources; none of the values is fitted to a measurement here):
 
@@ -71,6 +75,7 @@ class Transport:
     bandwidth_efficiency: float = 1.0
     host_copy_Bps: float = 0.0
     window_bytes: float = 0.0
+    hop_floor_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

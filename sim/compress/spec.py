@@ -10,6 +10,7 @@ Pure: no torch, no SimPy.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -99,7 +100,8 @@ def register_spec(spec: CompressorSpec) -> CompressorSpec:
 
 
 def _load_builtin() -> None:
-    from . import specs  # noqa: F401  (registers the built-in specs)
+    # By name: the built-in specs import this module to register themselves.
+    importlib.import_module(f"{__package__}.specs")
 
 
 def spec_names() -> list[str]:

@@ -304,6 +304,38 @@ def test_shaped_measurements_fit_the_efficiency_against_their_own_links(
     assert "fit them separately" in capsys.readouterr().err
 
 
+def test_an_overlapping_per_hop_floor_is_told_from_an_additive_latency(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Data made with a per-hop floor (a step lasts at least 2 ms, overlapping the transfer):
+    the fit picks the floor model and recovers it; the simulator then keeps small messages at
+    the floor and large ones at the wire time."""
+    from dataclasses import replace
+
+    from sim.transports import TRANSPORTS
+
+    truth = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, hop_floor_s=2e-3,
+                    bandwidth_efficiency=0.85)
+    bw = 100e6 / 8
+    rows = ["ranks,bytes,seconds,bandwidth_Bps"]
+    for size in (1024, 16384, 65536, 262144, 2**20, 2**22):
+        rows.append(f"4,{size},{predict_s(truth, 4, size, latency_s=0.0, bandwidth_Bps=bw)!r},"
+                    f"{bw!r}")
+    csv_path = tmp_path / "floor.csv"
+    csv_path.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "cal.json"
+    rep = _calibrate(capsys, "--csv", str(csv_path), "--host-copy-gbytes", "0",
+                     "--out", str(out))
+    tp = load_calibration(str(out))["gloo"]
+    assert tp.hop_floor_s == pytest.approx(2e-3, rel=1e-4) and tp.hop_latency_s == 0.0
+    assert tp.bandwidth_efficiency == pytest.approx(0.85, rel=1e-4)
+    assert "hop_floor_s" in rep["calibration"]["note"]
+    # 1 KiB over 4 ranks: 6 steps at the 2 ms floor; 64 MiB: the floor is hidden
+    assert predict_s(tp, 4, 1024, latency_s=0.0, bandwidth_Bps=bw) == pytest.approx(6 * 2e-3)
+    wire = predict_s(replace(tp, hop_floor_s=0.0), 4, 2**26, latency_s=0.0, bandwidth_Bps=bw)
+    assert predict_s(tp, 4, 2**26, latency_s=0.0, bandwidth_Bps=bw) == pytest.approx(wire)
+
+
 def test_measurement_csv_round_trips_link_bandwidths(tmp_path: Path) -> None:
     from sim.transport_fit import read_csv, write_csv
 

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from realrun.qdisc_guard import RootQdiscGuard, parse_root_qdisc
 from realrun.rank_log import ROW_KEYS, RankLog, partial_rows, read_rank_logs, split_iteration
@@ -153,6 +155,19 @@ def test_iteration_parts_never_exceed_the_iteration() -> None:
     assert split_iteration(0.05, 0.02, 0.01) == (0.02, 0.01, 0.05 - 0.01 - 0.02)
     assert split_iteration(0.01, 0.5, 0.5) == (0.0, 0.01, 0.0)
     assert split_iteration(0.03, 0.0, 0.0) == (0.0, 0.0, 0.03)
+
+
+@settings(max_examples=300, deadline=None)
+@given(iter_s=st.floats(0.0, 10.0), exposed=st.floats(-1.0, 50.0),
+       compress=st.floats(-1.0, 50.0))
+def test_iteration_parts_are_bounded_and_add_up(iter_s: float, exposed: float,
+                                                compress: float) -> None:
+    """Whatever the ranks measured (maxima over ranks can exceed the mean iteration, as in
+    netns runs), the recorded parts lie in [0, iter_s] and add up to iter_s."""
+    e, c, k = split_iteration(iter_s, exposed, compress)
+    assert 0.0 <= e <= iter_s and 0.0 <= c <= iter_s and 0.0 <= k <= iter_s + 1e-12
+    assert e + c + k == pytest.approx(iter_s, abs=1e-12)
+    assert e <= max(exposed, 0.0) and c <= max(compress, 0.0)
 
 
 def test_the_blamed_rank_is_the_root_cause_not_the_peer_that_aborted() -> None:
