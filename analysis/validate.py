@@ -175,6 +175,8 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     trace = trace_override or cfg.get("trace")
     if trace is None:
         raise InputError("the real run had no trace (emulation none): give --sim to compare")
+    # DS-Sync runs (their config carries the keys only when set): the same groups in the sim.
+    sync = {k: cfg[k] for k in ("sync", "groups", "shuffle_every") if k in cfg}
     cal = calibration or Calibration()
     return SimConfig(
         workload=cfg["workload"],
@@ -192,6 +194,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         fidelity=fidelity,
         transport=transport,
         calibration=transport_calibration,
+        **sync,
     )
 
 

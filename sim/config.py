@@ -59,6 +59,7 @@ _LOSS_DEFAULTS: dict[str, Any] = {
     "deadline_s": None,
     "packet_loss": None,
     "trace_loss": False,
+    "loss_feedback": False,
     "rto_s": 0.005,
     "mtu_bytes": 1500,
 }
@@ -155,6 +156,8 @@ class SimConfig:
         packet_loss: constant per-packet loss probability in ``[0, 1)``; ``None``: no loss, or
             the trace's ``loss`` column with ``trace_loss``.
         trace_loss: read the per-packet loss from the trace's ``loss`` column.
+        loss_feedback: the lost entries are kept by error feedback and added back (convergence:
+            :mod:`sim.convergence.loss`); ``False``: they are gone.
         rto_s, mtu_bytes: the plain transport's retransmission timeout; gradient bytes per
             packet.
 
@@ -200,6 +203,7 @@ class SimConfig:
     deadline_s: float | None = None
     packet_loss: float | None = None
     trace_loss: bool = False
+    loss_feedback: bool = False
     rto_s: float = 0.005
     mtu_bytes: int = 1500
     sync: str = "allreduce"
@@ -281,8 +285,11 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
-        if not isinstance(self.trace_loss, bool):
-            raise InputError(f"trace_loss must be true or false, got {self.trace_loss!r}")
+        for name in ("trace_loss", "loss_feedback"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.loss_feedback and self.loss_bound is None:
+            raise InputError("loss_feedback needs a loss bound (--loss-bound)")
         self.loss_params()  # validates the loss fields
         from sim.sync import check_sync
 

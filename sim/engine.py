@@ -554,11 +554,7 @@ def simulate(
     # DS-Sync: the run's scheme goes to every decision that keeps the default; the columns
     # exist only when some decision may be grouped (plain runs keep their exact records).
     sync_default = cfg.sync != "allreduce"
-    sync_cols: dict[str, list[Any]] | None = (
-        {"sync": [], "groups": [], "shuffle_every": []}
-        if sync_default or getattr(policy, "chooses_sync", False)
-        else None
-    )
+    sync_cols: dict[str, list[Any]] = {"sync": [], "groups": [], "shuffle_every": []}
     state: dict[str, Any] = {"factor": 1.0}
     # The controller is bound to this same (cached) model by make_controller.
     progress_model = _progress_model(profile.name)
@@ -615,10 +611,10 @@ def simulate(
                 cols["delivered_frac"].append(res.delivered_frac)
                 cols["dropped_frac"].append(res.dropped_frac)
                 cols["retx_packets"].append(res.retx_packets)
-            if sync_cols is not None:
-                sync_cols["sync"].append(decision.sync)
-                sync_cols["groups"].append(decision.groups)
-                sync_cols["shuffle_every"].append(decision.shuffle_every)
+            # Cheap; the columns are kept only when some decision used DS-Sync.
+            sync_cols["sync"].append(decision.sync)
+            sync_cols["groups"].append(decision.groups)
+            sync_cols["shuffle_every"].append(decision.shuffle_every)
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)
                 model.account(plan)
@@ -668,7 +664,7 @@ def simulate(
             link.duration_s,
         )
     records = pd.DataFrame({"iteration": np.arange(cfg.iterations, dtype=np.int64), **cols})
-    if sync_cols is not None:
+    if sync_default or any(s != "allreduce" for s in sync_cols["sync"]):
         records["sync"] = sync_cols["sync"]
         records["groups"] = np.asarray(sync_cols["groups"], dtype=np.int64)
         records["shuffle_every"] = np.asarray(sync_cols["shuffle_every"], dtype=np.int64)

@@ -80,6 +80,7 @@ def _add_convergence(
             records["density"].tolist(),
             delivered=records["delivered_frac"].tolist() if lossy else None,
             dropped=records["dropped_frac"].tolist() if lossy else None,
+            loss_feedback=cfg.loss_feedback,
             sync=sync,
         )
     except InputError as exc:

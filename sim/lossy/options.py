@@ -13,8 +13,8 @@ __all__ = ["add_loss_args", "loss_config"]
 
 
 def add_loss_args(p: argparse.ArgumentParser, *, simulator: bool) -> None:
-    """``--loss-bound`` and ``--deadline-ms`` (and, for the simulator, ``--packet-loss`` and
-    ``--rto-ms``): the bounded-loss transport (:mod:`sim.lossy`)."""
+    """``--loss-bound`` and ``--deadline-ms`` (and, for the simulator, ``--packet-loss``,
+    ``--loss-feedback`` and ``--rto-ms``): the bounded-loss transport (:mod:`sim.lossy`)."""
     p.add_argument(
         "--loss-bound",
         type=float,
@@ -31,6 +31,12 @@ def add_loss_args(p: argparse.ArgumentParser, *, simulator: bool) -> None:
             "--packet-loss",
             help="per-packet loss probability in [0, 1), or 'trace' for the trace's loss column "
             "(default: no loss)",
+        )
+        p.add_argument(
+            "--loss-feedback",
+            action="store_true",
+            help="bounded-loss transport: lost entries are kept by error feedback "
+            "(convergence model; default: they are gone)",
         )
         p.add_argument(
             "--rto-ms",
@@ -68,6 +74,10 @@ def loss_config(args: argparse.Namespace) -> dict[str, Any]:
                     f"--packet-loss must be a number in [0, 1) or 'trace', got {raw!r}"
                 ) from None
             out["packet_loss"] = check_fraction("--packet-loss", value)
+    if getattr(args, "loss_feedback", False):
+        if args.loss_bound is None:
+            raise InputError("--loss-feedback needs --loss-bound")
+        out["loss_feedback"] = True
     rto = getattr(args, "rto_ms", None)
     if rto is not None and rto != 5.0:
         if not math.isfinite(rto) or rto < 0:
