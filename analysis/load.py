@@ -47,6 +47,10 @@ CHOICE_KEYS: tuple[str, ...] = (
     # of the links is part of the scenario.
     "loss_bound",
     "deadline_s",
+    # DS-Sync (grouped, shuffled synchronisation) is a choice as well.
+    "sync",
+    "groups",
+    "shuffle_every",
 )
 
 _RECORD_COLUMNS = frozenset(REQUIRED_COLUMNS) | frozenset(OPTIONAL_COLUMNS)
@@ -115,6 +119,11 @@ def policy_label(config: dict[str, Any]) -> str:
         parts.append(f"loss-bound={_fmt(config['loss_bound'])}")
         if config.get("deadline_s") is not None:
             parts.append(f"deadline={_fmt(1e3 * float(config['deadline_s']))}ms")
+    if config.get("sync") not in (None, "allreduce"):
+        # DS-Sync is part of the choice: "fixed density=1 ring ds-sync:g=4,k=1".
+        parts.append(
+            f"{config['sync']}:g={config.get('groups', 1)},k={config.get('shuffle_every', 1)}"
+        )
     return " ".join(parts)
 
 

@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from sim.control import policy_info, policy_names
 from sim.convergence import ConvergenceModel, trace_for_profile
 from sim.runner import SimConfig, run_simulation
 
+_ROOT = Path(__file__).resolve().parent.parent
 GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 #: Loss target per gradient trace (reached by the dense run of each).
 TARGET_LOSS = {"digits-cnn": 0.5, "char-lstm": 1.0, "digits-mlp": 0.5}
@@ -54,6 +56,11 @@ HELD_OUT = {
     ),
     "spikes:seed=9103,lat_ms=0.5,bw_gbps=25,spike_rate_per_s=0.2,spike_min_ms=5": "delay-spikes",
     "steps:dur_s=20/40/30/60,lat_ms=2/20/5/1,bw_gbps=10/1/3/25,loop=true": "stepped",
+    # Real throughput traces never run while tuning, imported from Pensieve's cooked set with
+    # ``compctl trace import pensieve --scale 1000 --latency-ms 1`` (see each file's header).
+    "benchmarks/data/heldout-norway-car-1-x1000.csv": "cellular-shape",
+    "benchmarks/data/heldout-norway-metro-1-x1000.csv": "cellular-shape",
+    "benchmarks/data/heldout-fcc-13092-x1000.csv": "broadband-shape",
 }
 
 
@@ -101,6 +108,8 @@ class Scenario:
 
 def _run(trace: str, workload: str, workers: int, policy: str, iters: int,
          params: tuple[tuple[str, Any], ...]) -> Any:
+    if trace.endswith(".csv") and not Path(trace).is_absolute():
+        trace = str(_ROOT / trace)  # held-out files are named relative to the repository
     cfg = SimConfig(workload=workload, workers=workers, trace=trace, policy=policy,
                     policy_params=params, iterations=iters, monitor="on")
     rec, _ = run_simulation(cfg)

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from compctl_base.atomic_files import atomic_write_text
 from realrun.workloads import Workload, get_workload
-from sim.atomic_files import atomic_write_text
 from sim.errors import InputError
 from traces.gradtrace import FORMAT, GRADS_DIR, VERSION, GradTrace
 from traces.input_limits import MAX_JSON_BYTES, check_file_size

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from .input_limits import MAX_TRACE_ROWS
 from .model import PiecewiseTrace

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sim.atomic_files import atomic_write_text
+from compctl_base.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .base import Compressor, compressor_names, make_compressor

@@ -5,19 +5,23 @@ Every ``window_steps`` steps the controller
 1. forecasts the link from the monitor's estimates (:class:`LinkForecast`: level, trend and
    spread of log-latency and log-bandwidth over the last ``history`` observations);
 2. for every density of its grid and every forecast scenario (the spread's pessimistic,
-   central and optimistic cases, the trend extrapolated to the middle of the plan), predicts the
-   seconds needed to make the next ``delta`` of progress: iteration time from the cheapest
-   collective's alpha-beta time on the forecast link (measured compute, compression and
-   overlap), progress from the workload's convergence model (:mod:`sim.control.progress`) started
-   from the controller's own model state, so a switch pays (or recovers) the lag it causes;
+   central and optimistic cases, the trend extrapolated to the middle of the plan, and the
+   window's median), predicts the seconds needed to make the next ``delta`` of progress at that
+   density: iteration time from measured compute, compression and overlap plus communication
+   priced bucket by bucket (each bucket size over its cheapest collective, as
+   ``collective="auto"`` does), whole iterations from the workload's convergence model
+   (:mod:`sim.control.progress`) run forward from the controller's own model state with the
+   gain of each future step, so a switch pays (or recovers) the lag it causes;
 3. scores each density by the mean over scenarios plus ``risk`` times their half-range (a robust
-   choice under the forecast's spread), and applies the best one (its collective chosen on the
-   current estimate) unless it beats the density in force by less than ``switch_margin``.
+   choice under the forecast's spread), and applies the best one unless it beats the density in
+   force by less than ``switch_margin``.
+
+The first step (no estimate yet) runs the grid's smallest density with, per bucket, the
+collective whose worst slowdown over a wide range of links is least.
 
 Predicted communication times are corrected per collective by the measured-over-predicted ratio of
-the decisions run over it (an EWMA of its log), and the collective applied with a density is the
-one with the least corrected time: the monitor's estimates can confuse latency with bytes when the
-latency moves fast, and the correction stops a wrong split from choosing the collective.
+the decisions run over it (an EWMA of its log), and each bucket goes over the collective with the
+least corrected time (a real collective may run slower than its model).
 
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
 since the last plan.
@@ -49,8 +53,12 @@ __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
 #: Corrections start after the monitor's first estimates settle, and stay within a factor 16.
 _SETTLE_STEPS = 3
 _MAX_LOG_CORR = math.log(16.0)
-#: A plan that puts a collective never measured yet is re-checked after this many steps.
-_PROBE_STEPS = 2
+
+#: Links the first decision (before any estimate) is hedged over: 10 us to 100 ms latency,
+#: 0.1 to 100 Gbit/s.
+_PRIOR_LINKS = tuple((lat, bw) for lat in (1e-5, 1e-3, 1e-1) for bw in (1.25e7, 1.25e9, 1.25e10))
+#: Iterations per chunk of the progress prediction.
+_CHUNK = 8
 
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 
@@ -149,7 +157,7 @@ class MpcPolicy(DensityPolicy):
         spread: float = 1.0,
         switch_margin: float = 0.02,
         replan_change: float = 0.25,
-        initial_density: float = 0.1,
+        initial_density: float = 0.001,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
@@ -174,7 +182,7 @@ class MpcPolicy(DensityPolicy):
         self.replan_change = float(replan_change)
         self.compressor = compressor
         self._auto_collective = collective == AUTO
-        self._terms: dict[tuple[str, int, int, float, str], Any] = {}
+        self._terms: dict[tuple[str, int, float, float, str], Any] = {}
         self._candidates = {
             comp: tuple(c for c in DEFAULT_ALLOWED if get_spec(comp).supports(c))
             if collective == AUTO else (collective,)
@@ -197,7 +205,6 @@ class MpcPolicy(DensityPolicy):
         self._planned_on: tuple[float, float] = (0.0, 0.0)
         self._compress_s = 0.0
         self._corr: dict[str, float] = {}
-        self._collective: str | None = None
         self._hidden_s: dict[bool, float | None] = {True: None, False: None}
         self._gain_ratio = 1.0
 
@@ -224,13 +231,12 @@ class MpcPolicy(DensityPolicy):
         ):
             # Measured over predicted communication per collective (EWMA of the log): absorbs
             # per-bucket latencies and the monitor's bias where latency and bytes are confused.
-            pred = self._comm_terms(d.collective, obs, d.density, d.compressor).time_s(
-                obs.latency_s or 0.0, obs.bandwidth_Bps
-            )
+            pred = self._decision_comm_s(obs, d, obs.latency_s or 0.0, obs.bandwidth_Bps)
             if pred > 0.0 and obs.step > _SETTLE_STEPS:
                 r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(obs.comm_s / pred)))
-                old = self._corr.get(d.collective)
-                self._corr[d.collective] = r if old is None else old + 0.3 * (r - old)
+                for coll in d.collectives_used():
+                    old = self._corr.get(coll)
+                    self._corr[coll] = r if old is None else old + 0.3 * (r - old)
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
         if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
@@ -249,28 +255,72 @@ class MpcPolicy(DensityPolicy):
 
     # ------------------------------------------------------------------ prediction
 
-    def _comm_terms(self, collective: str, obs: Observation, density: float, comp: str) -> Any:
-        key = (collective, obs.world_size, obs.grad_bytes, density, comp)
+    def _comm_terms(self, collective: str, obs: Observation, m_bytes: float, density: float,
+                    comp: str) -> Any:
+        key = (collective, obs.world_size, m_bytes, density, comp)
         terms = self._terms.get(key)
         if terms is None:
-            terms = collective_cost_terms(
-                collective, obs.world_size, float(obs.grad_bytes), density, comp
-            )
+            terms = collective_cost_terms(collective, obs.world_size, m_bytes, density, comp)
             self._terms[key] = terms
         return terms
 
+    @staticmethod
+    def _buckets(obs: Observation) -> dict[float, int]:
+        """Bucket sizes (dense bytes per worker) and how many buckets have each; the whole
+        gradient as one message when the caller gives no buckets."""
+        sizes = obs.bucket_bytes or (obs.grad_bytes,)
+        out: dict[float, int] = {}
+        for b in sizes:
+            out[float(b)] = out.get(float(b), 0) + 1
+        return out
+
+    def _decision_comm_s(self, obs: Observation, decision: Decision, lat: float, bw: float
+                         ) -> float:
+        """Predicted (uncorrected) communication of ``decision``, bucket by bucket."""
+        sizes = obs.bucket_bytes or (obs.grad_bytes,)
+        return sum(
+            self._comm_terms(
+                decision.collective_for(i), obs, float(m), decision.density, decision.compressor
+            ).time_s(lat, bw)
+            for i, m in enumerate(sizes)
+        )
+
+    def _minimax_choice(self, obs: Observation, density: float) -> dict[float, str]:
+        """Per bucket size, the collective whose worst ratio to the best one over
+        :data:`_PRIOR_LINKS` is least: the choice before the monitor knows anything."""
+        comp = "none" if density >= 1.0 else self.compressor
+        out: dict[float, str] = {}
+        for m in self._buckets(obs):
+            cands = self._candidates[comp]
+            worst = dict.fromkeys(cands, 0.0)
+            for lat, bw in _PRIOR_LINKS:
+                times = {
+                    c: self._comm_terms(c, obs, m, density, comp).time_s(lat, bw) for c in cands
+                }
+                best = min(times.values())
+                for c in cands:
+                    worst[c] = max(worst[c], times[c] / best if best > 0.0 else 1.0)
+            out[m] = min(cands, key=lambda c: worst[c])
+        return out
+
     def _comm_s(
         self, obs: Observation, density: float, lat: float, bw: float
-    ) -> tuple[str, float]:
-        """Cheapest collective for ``density`` and its corrected predicted time."""
+    ) -> tuple[dict[float, str], float]:
+        """Cheapest collective per bucket size for ``density`` (each collective's prediction
+        corrected by what it measured so far) and the predicted total communication."""
         comp = "none" if density >= 1.0 else self.compressor
-        best, best_s = "", math.inf
-        for coll in self._candidates[comp]:
-            t = self._comm_terms(coll, obs, density, comp).time_s(lat, bw)
-            t *= math.exp(self._corr.get(coll, 0.0))
-            if t < best_s:
-                best, best_s = coll, t
-        return best, best_s
+        choice: dict[float, str] = {}
+        total = 0.0
+        for m, count in self._buckets(obs).items():
+            best, best_s = "", math.inf
+            for coll in self._candidates[comp]:
+                t = self._comm_terms(coll, obs, m, density, comp).time_s(lat, bw)
+                t *= math.exp(self._corr.get(coll, 0.0))
+                if t < best_s:
+                    best, best_s = coll, t
+            choice[m] = best
+            total += count * best_s
+        return choice, total
 
     def _iteration_s(self, obs: Observation, density: float, lat: float, bw: float) -> float:
         comm = self._comm_s(obs, density, lat, bw)[1]
@@ -282,17 +332,44 @@ class MpcPolicy(DensityPolicy):
             hidden = self._hidden_s[not dense] or 0.0
         return compute + compress + max(0.0, comm - hidden)
 
-    def _score(self, obs: Observation, density: float, delta: float) -> float:
+    def _steps(self, density: float, delta: float) -> float:
+        """Iterations at ``density`` until progress grows by ``delta`` from the current model
+        state: the convergence model's recursion in chunks of :data:`_CHUNK` iterations (gain
+        and equilibrium lag of each chunk taken at its middle, the lag relaxing geometrically
+        within it), the gain from the workload's model at each future step scaled by the
+        measured-over-model ratio."""
         pm = self.progress_model
-        step = max(obs.step, 1)
         comp = "none" if density >= 1.0 else self.compressor
-        g = 1.0 if density >= 1.0 else min(1.0, pm.gain(comp, density, step) * self._gain_ratio)
-        s = 1.0 / g - 1.0
-        lag_star = pm.lam * s / (1.0 + step * pm.inv_phase)
-        rate = min(1.0, pm.mu * g)
-        n = steps_to_progress(
-            delta, pm.efficiency(g), self._state.lag, lag_star, rate, 50.0 * delta + 1000.0
-        )
+        st = self._state
+        t = float(max(st.step, 0))
+        q, lag, prog = st.q, st.lag, st.progress
+        goal = prog + delta
+        cap = 50.0 * delta + 1000.0
+        n = 0.0
+        while n < cap:
+            mid = t + n + 0.5 * _CHUNK
+            g = 1.0 if comp == "none" else min(1.0, pm.gain(comp, density, mid) * self._gain_ratio)
+            eff = pm.efficiency(g)
+            lag_star = pm.lam * (1.0 / g - 1.0) / (1.0 + mid * pm.inv_phase)
+            rate = min(1.0, pm.mu * g)
+            decay = (1.0 - rate) ** _CHUNK
+            q_end = q + _CHUNK * eff
+            lag_end = lag_star + (lag - lag_star) * decay
+            if q_end - lag_end >= goal:
+                base = max(prog, q - lag)
+                need = goal - (q - lag) if q - lag < goal else 0.0
+                if base >= goal:
+                    return n
+                # Whole iterations: even a sliver of progress costs a full one.
+                part = steps_to_progress(need, eff, lag, lag_star, rate, float(_CHUNK))
+                return n + math.ceil(part - 1e-9)
+            q, lag = q_end, lag_end
+            prog = max(prog, q - lag)
+            n += _CHUNK
+        return cap
+
+    def _score(self, obs: Observation, density: float, delta: float) -> float:
+        n = self._steps(density, delta)
         times = []
         # The trend is extrapolated to the next re-plan only; beyond it the level holds. A
         # fourth scenario has the link back at the window's median (a spike passing).
@@ -319,24 +396,23 @@ class MpcPolicy(DensityPolicy):
         chosen = best if scores[best] < scores[current] * (1.0 - self.switch_margin) else (
             self.density
         )
-        if obs.bandwidth_Bps is not None and self._auto_collective:
-            self._collective = self._comm_s(
-                obs, chosen, obs.latency_s or 0.0, obs.bandwidth_Bps
-            )[0]
-            if self._collective not in self._corr:
-                # A probe: its prediction is uncorrected, so check it again soon.
-                self._since_plan = self.window_steps - _PROBE_STEPS
         return chosen
 
     def decide(self, obs: Observation) -> Decision:
-        """The planned density over the collective chosen with it (corrected predictions)."""
+        """The planned density; under ``collective="auto"`` each bucket over the collective
+        with the least corrected predicted time on the current estimates."""
         decision = super().decide(obs)
-        if self._collective is None or decision.density != self.density:
+        if not self._auto_collective:
             return decision
-        comp = "none" if self.density >= 1.0 else self.compressor
-        if self._collective not in self._candidates[comp]:
-            return decision
-        self._last = Decision(comp, self.density if comp != "none" else 1.0, self._collective)
+        if obs.bandwidth_Bps is None or not obs.bandwidth_Bps > 0:
+            choice = self._minimax_choice(obs, self.density)
+        else:
+            choice = self._comm_s(obs, self.density, obs.latency_s or 0.0, obs.bandwidth_Bps)[0]
+        sizes = [float(b) for b in (obs.bucket_bytes or (obs.grad_bytes,))]
+        colls = tuple(choice[m] for m in sizes)
+        largest = max(range(len(sizes)), key=lambda k: sizes[k])
+        per_bucket = colls if len(set(colls)) > 1 else ()
+        self._last = Decision(decision.compressor, decision.density, colls[largest], per_bucket)
         return self._last
 
     def _next_density(self, obs: Observation, current: bool) -> float:
