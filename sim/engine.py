@@ -29,6 +29,10 @@ given that model before the run. Per distinct decision the bucket terms, compres
 payload bytes are computed once and cached, so the per-iteration work is a short loop of float
 arithmetic and two ``bisect`` lookups per bucket. SimPy advances the clock with one timeout per
 iteration.
+
+Size (over 400 lines): the analytic engine: run set-up, the SimPy loop and the metadata of
+a run. Splitting it belongs to the stepwise-simulator work (sim/collectives,
+sim/engine_stepwise.py, sim/workload_costs.py already moved out).
 """
 
 from __future__ import annotations

@@ -39,6 +39,9 @@ bucket index, so state survives DDP's bucket rebuild after the first iteration. 
 changes is reset with a log message. Every stateful object has ``state_dict``/``load_state_dict``.
 
 Randomness comes only from :func:`generator_for` (seed, key, step), so every rank draws the same.
+
+Size (over 400 lines): the torch-side contract (Compressed, Compressor, Memory,
+registries, the shared error-feedback step) is one API that every compressor module imports.
 """
 
 from __future__ import annotations
