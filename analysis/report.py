@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sim.atomic_files import atomic_write_text
+from compctl_base.atomic_files import atomic_write_text
 
 from . import plots
 from .load import Results, load_results

@@ -27,6 +27,9 @@ to others) has these constants, each one a knob the simulator has:
 The simulated run's trace clock is aligned with the real one: the real clock starts at
 iteration 1 (iteration 0 is DDP's set-up), so the simulated trace is delayed by the simulated
 iteration 0. The first ``skip`` iterations (warm-up and set-up) are left out of the comparison.
+
+Size (over 400 lines): one procedure (configuration mapping, calibration, simulate-like,
+comparison) whose steps pass private intermediate results.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.atomic_files import atomic_path
+from compctl_base.atomic_files import atomic_path
 from sim.errors import InputError
 
 if TYPE_CHECKING:
@@ -164,13 +167,19 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     if status != "complete":
         raise InputError(f"the real run is marked {status} ({meta.get('reason', 'no reason')}): "
                          "its records are partial and not agreed across ranks")
+    shortcuts: dict[str, Any] = {}
     if not cfg.get("use_hook", True):
         policy, params = "dense", {}
     else:
         policy, params = cfg["policy"], dict(cfg.get("policy_params", {}))
+        # The same shortcut vocabulary in both worlds (sim.control.world).
+        shortcuts = {k: cfg[k] for k in ("collective", "density", "compressor")
+                     if cfg.get(k) is not None}
     trace = trace_override or cfg.get("trace")
     if trace is None:
         raise InputError("the real run had no trace (emulation none): give --sim to compare")
+    # DS-Sync runs (their config carries the keys only when set): the same groups in the sim.
+    sync = {k: cfg[k] for k in ("sync", "groups", "shuffle_every") if k in cfg}
     cal = calibration or Calibration()
     return SimConfig(
         workload=cfg["workload"],
@@ -178,6 +187,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         trace=trace,
         policy=policy,
         policy_params=tuple(sorted(params.items())),
+        **shortcuts,
         iterations=int(cfg["steps"]),
         seed=int(cfg["seed"]),
         bucket_bytes=float(cfg.get("bucket_cap_mb", 25.0)) * 2**20,
@@ -187,6 +197,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         fidelity=fidelity,
         transport=transport,
         calibration=transport_calibration,
+        **sync,
     )
 
 
@@ -261,10 +272,16 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
             if align_to is not None:
                 from .validate_align import aligned_runs
 
-                records, sim_meta = aligned_runs(meta, cal, spec, align_to, records, sim_meta,
-                                                  Path(tmp), passes, fidelity=fidelity,
-                                                  transport=transport,
-                                                  transport_calibration=transport_calibration)
+                def resimulate(warped: Any, delay_s: float,
+                               horizon_s: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+                    trace = _adjusted_trace_file(spec, cal.extra_latency_s, delay_s, horizon_s,
+                                                 Path(tmp), traces=warped)
+                    return run_simulation(sim_config_for(
+                        meta, cal, trace_override=trace, fidelity=fidelity,
+                        transport=transport, transport_calibration=transport_calibration))
+
+                records, sim_meta = aligned_runs(spec, align_to, records, sim_meta, passes,
+                                                  resimulate)
     return records, sim_meta
 
 

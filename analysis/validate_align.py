@@ -17,7 +17,7 @@ simulation is repeated with the warped trace until the simulated starts settle
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,9 +27,11 @@ from traces.model import PiecewiseTrace, TraceSet
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .validate import Calibration
+__all__ = ["time_map", "warped_trace", "aligned_runs", "Resimulate"]
 
-__all__ = ["time_map", "warped_trace", "aligned_runs"]
+#: Simulates the run again over a warped trace set: ``(traces, delay_s, horizon_s)`` ->
+#: ``(records, meta)``.
+Resimulate = Callable[[TraceSet, float, float], "tuple[pd.DataFrame, dict[str, Any]]"]
 
 
 def time_map(real_starts_s: np.ndarray, sim_starts_s: np.ndarray
@@ -79,16 +81,15 @@ def warped_trace(ts: TraceSet, real_starts_s: np.ndarray, sim_starts_s: np.ndarr
     return TraceSet(links, name=f"{ts.name}+aligned")
 
 
-def aligned_runs(meta: dict[str, Any], cal: Calibration, spec: str, real: pd.DataFrame,
-                 records: pd.DataFrame, sim_meta: dict[str, Any], tmp: Path, passes: int,
-                 **how: Any) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Re-simulate ``meta``'s run (first simulated as ``records``) with its trace warped onto
+def aligned_runs(spec: str, real: pd.DataFrame, records: pd.DataFrame, sim_meta: dict[str, Any],
+                 passes: int, resimulate: Resimulate) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Re-simulate a run (first simulated as ``records``) with its trace ``spec`` warped onto
     the simulated clock, until the simulated starts move by less than 1 ms (at most
-    ``passes`` times); each pass fixes the iterations up to the next trace change."""
-    from sim.runner import run_simulation
-    from traces.bundled import resolve_trace
+    ``passes`` times); each pass fixes the iterations up to the next trace change.
 
-    from .validate import _adjusted_trace_file, sim_config_for
+    ``resimulate(warped, delay_s, horizon_s)`` simulates the run again over the warped trace
+    set (the caller, :func:`analysis.validate.simulate_like`, knows the run and calibration)."""
+    from traces.bundled import resolve_trace
 
     ts = resolve_trace(spec)
     if all(tr.is_constant for tr in ts.links.values()):
@@ -101,10 +102,7 @@ def aligned_runs(meta: dict[str, Any], cal: Calibration, spec: str, real: pd.Dat
         horizon = 4.0 * float(records["iter_s"].sum()) + 60.0
         warped = warped_trace(ts, r.loc[common].to_numpy(float), s.loc[common].to_numpy(float),
                               horizon)
-        override = _adjusted_trace_file(spec, cal.extra_latency_s, delay, horizon, tmp,
-                                        traces=warped)
-        cfg = sim_config_for(meta, cal, trace_override=override, **how)
-        new, sim_meta = run_simulation(cfg)
+        new, sim_meta = resimulate(warped, delay, horizon)
         moved = float(np.nanmax(np.abs(new["start_s"].to_numpy(float)
                                        - records["start_s"].to_numpy(float))))
         records = new

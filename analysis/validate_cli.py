@@ -271,7 +271,7 @@ def _measure_now(args: argparse.Namespace, meta: dict[str, Any], mode: str, tran
     """Run the microbenchmark in the real run's mode, fit ``transport``; the file written."""
     from pathlib import Path
 
-    from realrun.calibrate_cli import run_calibrate
+    from realrun.calibrate import run_calibrate
 
     n = max(2, int((meta.get("config") or {}).get("nproc", 2)))
     out = str(Path(tmp) / "transport-calibration.json")

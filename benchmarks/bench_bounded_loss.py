@@ -9,8 +9,8 @@ the loss process is what is measured): dense; bounded loss (``--loss-bound`` wit
 ``--packet-loss`` process, lost entries gone); the same with error feedback. For each target the
 table gives the iterations each run needed (held-out evaluation every ``--eval-every`` steps,
 interpolated), the model's prediction (the dense run's own iterations times the predicted
-slowdown: :func:`sim.convergence.loss.loss_gains` of the run's recorded delivered fractions,
-through the calibrated progress recursion) and the error of the prediction; then the final
+slowdown: :func:`sim.convergence.loss.progress_with_loss` of the run's recorded delivered
+fractions, with or without error feedback as the run had it) and the error of the prediction; then the final
 accuracy of each run and its difference from the same seed's dense run, in points.
 
 The bundled model's gradient is 38 KB, 26 packets of 1500 bytes: a 1% bound would allow none,
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from sim.convergence import ConvergenceModel, iterations_to_target_curve
-from sim.convergence.loss import loss_gains
-from sim.convergence.progress import first_reach, progress_scalar
+from sim.convergence.loss import progress_with_loss
+from sim.convergence.progress import first_reach
 from sim.entry import main as compctl
 from sim.rundir import read_run
 
@@ -54,15 +54,13 @@ def _reach(rec: Any, metric: str, target: float) -> float | None:
     return iterations_to_target_curve(ev["iteration"] + 1, ev[col], target, metric)
 
 
-def _predicted_slowdown(model: ConvergenceModel, delivered: np.ndarray, metric: str,
-                        target: float) -> float | None:
+def _predicted_slowdown(model: ConvergenceModel, delivered: np.ndarray, feedback: bool,
+                        metric: str, target: float) -> float | None:
     p_star = model.dense_iterations_to(target, metric)
     if p_star is None:
         return None
-    gains = np.ones(len(delivered) + 1)
-    gains[1:] = loss_gains(model, delivered)
-    par = model.params
-    prog = progress_scalar(gains, par.lam, par.mu, par.alpha, par.phase, par.knee)
+    prog, _ = progress_with_loss(model, np.ones(len(delivered) + 1), delivered,
+                                 feedback=feedback)
     hit = first_reach(prog, p_star)
     return None if hit is None else hit / p_star
 
@@ -94,7 +92,8 @@ def evaluate(seeds: list[int], steps: int, eval_every: int, bound: float, loss: 
             for metric, target in TARGETS:
                 real = _reach(rec, metric, target)
                 dense = _reach(recs["dense"], metric, target)
-                slow = _predicted_slowdown(model, delivered, metric, target)
+                slow = _predicted_slowdown(model, delivered, name.endswith("EF"), metric,
+                                           target)
                 pred = None if dense is None or slow is None else dense * slow
                 err = None if pred is None or real is None else (real - pred) / pred
                 rows.append({"seed": seed, "run": name, "metric": metric, "target": target,

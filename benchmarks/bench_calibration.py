@@ -17,8 +17,8 @@ import statistics
 import sys
 from dataclasses import replace
 
+from compctl_base.units import parse_bytes
 from realrun.allreduce_bench import measure
-from sim.cli_sim import parse_bytes
 from sim.transport_fit import Measurement, fit_transport, predict_s, read_csv, write_csv
 from sim.transports import TRANSPORTS
 

@@ -123,9 +123,11 @@ def cmd_fit(args: argparse.Namespace) -> None:
             errs.append(err)
             print(f"| {k}{' (fit)' if k == calib else ''} | {consensus_distance(n, g, k):.3f} | "
                   f"{seed} | {tgt} | {td:.0f} | {tg:.0f} | {pred:.0f} | {err * 100:+.1f}% |")
-        summary[k] = (float(np.mean(np.abs(errs))) if errs else math.nan, len(errs))
-    for k, (mae, cnt) in summary.items():
-        print(f"shuffle every {k}: mean |error| {mae * 100:.1f}% over {cnt} cases")
+        summary[k] = (float(np.mean(np.abs(errs))) if errs else math.nan, len(errs),
+                      sum(e >= 0 for e in errs), float(np.max(np.abs(errs))) if errs else math.nan)
+    for k, (mae, cnt, within, worst) in summary.items():
+        print(f"shuffle every {k}: mean |error| {mae * 100:.1f}% (max {worst * 100:.1f}%) over "
+              f"{cnt} cases; reached the target within the predicted iterations in {within}")
     print("| seed | run | final accuracy | dense | difference (points) |")
     print("|---|---|---|---|---|")
     for seed, runs in sorted(by_seed.items()):

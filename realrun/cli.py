@@ -1,7 +1,7 @@
-"""``compctl real``: run real DDP training with a compctl controller, and ``compctl validate``.
+"""``compctl real``: run real DDP training with a compctl controller.
 
-``validate`` lives in :mod:`analysis.validate_cli`; it is registered from here so the real-run
-commands sit together in ``compctl --help``.
+(``compctl validate`` is :mod:`analysis.validate_cli`; ``sim.entry.COMMANDS`` lists it next to
+``real`` in ``compctl --help``.)
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from sim.errors import InputError
+from sim.policy_options import add_policy_args, policy_from_args
 from sim.sync.cli_args import add_sync_args, sync_from_args
 
 __all__ = ["register"]
@@ -62,13 +63,12 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--workload", required=True,
                    help="digits-mlp, digits-cnn, char-lstm (or any profile with --synthetic)")
     p.add_argument("--nproc", type=int, default=2, help="ranks on this machine (default 2)")
-    p.add_argument("--policy", default="dense", help="controller (compctl list policies)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="policy parameter (repeatable)")
+    # The controller options of compctl sim, parsed the same way (sim.policy_options).
+    add_policy_args(p, default_policy="dense", default_iterations=300)
+    p.add_argument("--steps", dest="iterations", type=int, default=argparse.SUPPRESS,
+                   help="same as --iterations")
     p.add_argument("--trace", default=None,
                    help="bundled trace name, trace file, or generator spec")
-    p.add_argument("--steps", type=int, default=300, help="training iterations (default 300)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--emulation", default="hook", choices=["hook", "netns", "tc", "none"],
                    help="how the trace is emulated (default hook)")
     p.add_argument("--iface", default=None, help="interface to shape in tc mode")
@@ -102,7 +102,7 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="stop the run when a rank makes no progress for this long "
                    "(default: sized from the trace, at least 120 s)")
     add_sync_args(p)
-    from sim.cli_sim import add_loss_args
+    from sim.lossy.options import add_loss_args
 
     add_loss_args(p, simulator=False)
     p.add_argument("--packet-loss", type=float, default=None,
@@ -122,24 +122,23 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~realrun.config.RealConfig` the flags describe."""
-    from sim.cli_sim import parse_param
-
     from .config import RealConfig
 
-    params = dict(parse_param(s) for s in args.param)
-    if len(params) != len(args.param):
-        raise InputError("a --param key is given twice")
+    choice = policy_from_args(args)
     if args.no_hook and args.policy != "dense":
         raise InputError("--no-hook runs DDP's built-in allreduce: it needs --policy dense")
     sync, groups, shuffle_every = sync_from_args(args, args.nproc * args.nnodes)
     return RealConfig(
         workload=args.workload,
         nproc=args.nproc,
-        policy=args.policy,
-        policy_params=params,
+        policy=choice.policy,
+        policy_params=choice.params,
+        collective=choice.collective,
+        density=choice.density,
+        compressor=choice.compressor,
         trace=args.trace,
-        steps=args.steps,
-        seed=args.seed,
+        steps=choice.iterations,
+        seed=choice.seed,
         emulation=args.emulation,
         iface=args.iface,
         batch_size=args.batch_size,
@@ -165,8 +164,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def _loss_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The bounded-loss fields of a real run from its flags (SI units)."""
-    from sim.cli_sim import loss_config
     from sim.lossy import check_fraction
+    from sim.lossy.options import loss_config
 
     out = loss_config(argparse.Namespace(loss_bound=args.loss_bound,
                                          deadline_ms=args.deadline_ms))
@@ -239,8 +238,5 @@ def _summarise(cfg: Any, dest: Any, *, as_json: bool) -> None:
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add ``real`` and ``validate`` to ``sub``."""
+    """Add ``real`` to ``sub``."""
     _add_real(sub)
-    from analysis.validate_cli import register as register_validate
-
-    register_validate(sub)

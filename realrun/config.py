@@ -29,6 +29,8 @@ _LOSS_DEFAULTS: dict[str, Any] = {
     "loss_feedback": False,
     "packet_bytes": 1500,
 }
+#: The policy shortcuts (as ``compctl sim``'s), left out of ``to_dict`` when not given.
+_SHORTCUT_DEFAULTS: dict[str, Any] = {"collective": None, "density": None, "compressor": None}
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class RealConfig:
         nproc: ranks on this machine (on each node of a multi-node run).
         nnodes: nodes of the run (``nproc`` ranks each); the world has ``nproc * nnodes``.
         policy: registered controller name; ``policy_params`` its keyword parameters.
+        collective, density, compressor: shortcuts for the policy parameters of these names,
+            resolved exactly as the simulator's (:func:`sim.control.world.resolve_policy_params`).
         trace: trace spec (bundled name, file, generator spec); ``None`` only with emulation
             ``none``.
         steps: training iterations.
@@ -111,6 +115,9 @@ class RealConfig:
     packet_loss: float | None = None
     loss_feedback: bool = False
     packet_bytes: int = 1500
+    collective: str | None = None
+    density: float | None = None
+    compressor: str | None = None
 
     def __post_init__(self) -> None:
         def need_int(name: str, lo: int) -> None:
@@ -149,7 +156,10 @@ class RealConfig:
         from sim.sync import check_sync
 
         check_sync(self.sync, self.world_size, self.groups, self.shuffle_every)
-        if self.sync == "ds-sync" and (self.policy != "dense" or self.policy_params):
+        shortcuts = (self.collective, self.density, self.compressor)
+        if self.sync == "ds-sync" and (
+            self.policy != "dense" or self.policy_params or any(v is not None for v in shortcuts)
+        ):
             raise InputError("--sync ds-sync averages dense models inside groups: it needs "
                              "--policy dense without parameters")
         self._check_loss()
@@ -188,11 +198,34 @@ class RealConfig:
         return float(tr.state_at(0.0)[2]) if tr is not None else 0.0
 
     def _observes(self) -> bool:
-        """Whether the controller (or the VAR owner) reads per-step observations."""
-        if self.policy not in ("dense", "fixed") or self.owner_rule != "star":
-            return True
-        coll = self.policy_params.get("collective", "ring" if self.policy == "dense" else None)
-        return coll is None or coll == "auto"
+        """Whether the controller (or the VAR owner) reads per-step observations
+        (:func:`sim.control.world.reads_observations`, the simulator's rule for its monitor)."""
+        from sim.control.world import reads_observations
+
+        return reads_observations(self.policy, self.resolved_policy_params(), self.owner_rule)
+
+    def resolved_policy_params(self) -> dict[str, Any]:
+        """Policy parameters after the collective/density/compressor shortcuts (the same
+        resolution as ``compctl sim``: :func:`sim.control.world.resolve_policy_params`)."""
+        from sim.control.world import resolve_policy_params
+
+        return resolve_policy_params(
+            self.policy,
+            self.policy_params,
+            collective=self.collective,
+            density=self.density,
+            compressor=self.compressor,
+        )
+
+    def controller(self) -> Any:
+        """This run's controller, built as the simulator builds it
+        (:func:`sim.control.world.make_controller`: derived seed, the workload's convergence
+        model)."""
+        from sim.control.world import make_controller
+
+        return make_controller(
+            self.policy, self.resolved_policy_params(), seed=self.seed, workload=self.workload
+        )
 
     def agree_each_step(self) -> bool:
         """Whether the hook agrees measurements after every iteration (see ``agreement``)."""
@@ -201,10 +234,12 @@ class RealConfig:
         return self.agreement == "each-step"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; inverse of :meth:`from_dict` (DS-Sync and loss fields only when
-        set)."""
+        """JSON-ready dict; inverse of :meth:`from_dict` (DS-Sync and loss fields and the
+        policy shortcuts only when set)."""
         d = asdict(self)
-        for name, default in (*_SYNC_DEFAULTS.items(), *_LOSS_DEFAULTS.items()):
+        for name, default in (
+            *_SYNC_DEFAULTS.items(), *_LOSS_DEFAULTS.items(), *_SHORTCUT_DEFAULTS.items()
+        ):
             if d[name] == default:
                 del d[name]
         return d
@@ -221,7 +256,6 @@ class RealConfig:
     def check(self) -> None:
         """Resolve workload, policy and trace now (in the parent), raising :class:`InputError`."""
         from sim.compress.base import make_memory
-        from sim.control import make_policy
 
         if self.synthetic:
             from sim.workloads import load_profile
@@ -231,7 +265,9 @@ class RealConfig:
             from .workloads import get_workload
 
             get_workload(self.workload)
-        make_policy(self.policy, seed=self.seed, **self.policy_params)
+        from sim.control.world import make_controller
+
+        make_controller(self.policy, self.resolved_policy_params(), seed=self.seed)
         make_memory(self.memory)
         if self.trace is not None:
             self.trace_set()

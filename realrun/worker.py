@@ -10,6 +10,9 @@ environment (as torchrun sets them). Under torchrun the agent's store is used; s
 Records: one row per iteration, timings agreed across ranks (max), in the simulator's schema with
 ``source="real"``; with ``--log-dir`` every rank also appends its own measurements as it goes
 (:mod:`realrun.rank_log`), so a run that stops early keeps them.
+
+Size (over 400 lines): one rank's life (set-up, training loop, agreement, records,
+teardown) in order; the hook, emulation and lifecycle are separate modules.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from sim.atomic_files import atomic_write_text
+from compctl_base.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .config import RealConfig
@@ -47,7 +50,7 @@ from .lifecycle import LAUNCHER_PID_ENV, die_with_launcher, drop_privileges, lau
 from .rank_log import RankLog, split_iteration
 from .traceplayer import TracePlayer
 
-__all__ = ["train_rank", "main", "T0_FILE_ENV"]
+__all__ = ["train_rank", "hook_state_for", "main", "T0_FILE_ENV"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,32 @@ def train_rank(cfg: RealConfig, rank: int, world: int, out: Path | None, *, forc
         rlog.close()
 
 
+def hook_state_for(cfg: RealConfig, rank: int, world: int, *, player: TracePlayer | None,
+                   param_names: dict[int, str] | None, device: torch.device,
+                   controller: Any = None) -> CompressionHookState:
+    """The hook state of one rank of ``cfg``'s run: the controller built as the simulator builds
+    it (``cfg.controller()``, :mod:`sim.control.world`: the seed derived from the run's, the same
+    convergence model for the workload; the gain it observes is measured by the hook), the
+    emulator playing ``player`` (the run's link trace), and the agreement mode the policy
+    needs. ``controller`` replaces ``cfg.controller()`` (tests wrap it to record its
+    decisions)."""
+    hook_mode = cfg.emulation if cfg.emulation in ("hook", "netns") else "none"
+    emulator = HookEmulator(hook_mode, player) if hook_mode != "none" else None
+    return CompressionHookState(
+        controller=controller if controller is not None else cfg.controller(),
+        world_size=world,
+        rank=rank,
+        seed=cfg.seed,
+        warmup_steps=cfg.warmup_steps,
+        memory=cfg.memory,
+        owner_rule=cfg.owner_rule,
+        emulator=emulator,
+        param_names=param_names,
+        agree_each_step=cfg.agree_each_step(),
+        device=device,
+    )
+
+
 def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool,
            progress: bool, dev: torch.device, rlog: RankLog) -> list[dict[str, Any]]:
     from .synthetic import synthetic_workload
@@ -97,33 +126,10 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
     data = _on_device(wl.batches(rank, world, batch, cfg.seed), dev)
     opt = wl.make_optimizer(ddp.parameters(), lr=cfg.lr)
 
-    from sim.control import make_policy
-
-    controller = make_policy(cfg.policy, seed=cfg.seed, **cfg.policy_params)
-    bind_progress = getattr(controller, "bind_progress", None)
-    if callable(bind_progress):
-        # The same convergence model as the simulator's for this workload (its own capture, or
-        # a borrowed one); the gain the controller observes is measured by the hook.
-        from sim.control.progress import ProgressModel
-
-        bind_progress(ProgressModel.for_workload(cfg.workload))
     trace = cfg.link_trace()
     player = TracePlayer(trace) if trace is not None else None
-    hook_mode = cfg.emulation if cfg.emulation in ("hook", "netns") else "none"
-    emulator = HookEmulator(hook_mode, player) if hook_mode != "none" else None
-    state = CompressionHookState(
-        controller=controller,
-        world_size=world,
-        rank=rank,
-        seed=cfg.seed,
-        warmup_steps=cfg.warmup_steps,
-        memory=cfg.memory,
-        owner_rule=cfg.owner_rule,
-        emulator=emulator,
-        param_names=names,
-        agree_each_step=cfg.agree_each_step(),
-        device=dev,
-    )
+    state = hook_state_for(cfg, rank, world, player=player, param_names=names, device=dev)
+    emulator = state.emulator
     if cfg.loss_bound is not None:
         from .hook.loss import BoundedLoss
 

@@ -27,8 +27,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from compctl_base.atomic_files import atomic_write_text
 from realrun.workloads import get_workload
-from sim.atomic_files import atomic_write_text
 
 __all__ = ["measure_profile", "layer_table", "main"]
 

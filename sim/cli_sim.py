@@ -9,61 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from typing import Any
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
+from compctl_base.units import parse_bytes
+from sim.control.params import parse_param
+from sim.lossy.options import add_loss_args, loss_config
+from sim.policy_options import add_policy_args, policy_from_args
 from sim.sync.cli_args import add_sync_args, sync_from_args
 
 __all__ = ["add_loss_args", "loss_config", "register", "parse_bytes", "parse_param"]
-
-_SIZE_UNITS = {
-    "": 1.0,
-    "b": 1.0,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "tb": 1e12,
-    "kib": 2.0**10,
-    "mib": 2.0**20,
-    "gib": 2.0**30,
-    "tib": 2.0**40,
-}
-_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
-
-
-def parse_bytes(text: str) -> float:
-    """``"100MB"`` -> 1e8, ``"1.5GiB"`` -> 1.5 * 2^30, ``"4096"`` -> 4096 (bytes).
-
-    :class:`InputError` for an unknown unit or a malformed number.
-    """
-    m = _SIZE_RE.match(text)
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise InputError(
-            f"bad size {text!r}: expected a number with an optional unit "
-            "(B, kB, MB, GB, TB = powers of 10; KiB, MiB, GiB, TiB = powers of 2)"
-        )
-    return float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
-
-
-def parse_param(text: str) -> tuple[str, bool | int | float | str]:
-    """``key=value`` with the value read as bool, int, float or else string."""
-    if "=" not in text:
-        raise InputError(f"bad --param {text!r}: expected key=value")
-    key, raw = (s.strip() for s in text.split("=", 1))
-    if not key:
-        raise InputError(f"bad --param {text!r}: empty key")
-    low = raw.lower()
-    if low in ("true", "false"):
-        return key, low == "true"
-    for conv in (int, float):
-        try:
-            return key, conv(raw)
-        except ValueError:
-            pass
-    return key, raw
-
 
 def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
@@ -112,22 +68,7 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--workload", required=True, help="profile name or JSON profile path")
     p.add_argument("--workers", type=int, required=True, help="number of workers")
     p.add_argument("--trace", required=True, help="bundled trace, trace file or generator spec")
-    p.add_argument("--policy", default="fixed", help="control policy (default: fixed)")
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="policy parameter (repeatable); see compctl list policies",
-    )
-    p.add_argument(
-        "--collective",
-        help="collective for the static policies (fixed, dense), or auto (cost-model choice)",
-    )
-    p.add_argument("--density", type=float, help="density kept, in (0, 1]")
-    p.add_argument("--compressor", help="compressor name (see compctl list compressors)")
-    p.add_argument("--iterations", type=int, default=100, help="iterations (default: 100)")
-    p.add_argument("--seed", type=int, default=0, help="root seed (default: 0)")
+    add_policy_args(p, default_policy="fixed", default_iterations=100)
     p.add_argument("--bucket-size", default="25MB", help="DDP bucket capacity (default: 25MB)")
     p.add_argument("--compute-scale", type=float, default=1.0, help="scale compute times")
     p.add_argument(
@@ -182,86 +123,22 @@ def _add_stepwise_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", help="stepwise: transport calibration file (JSON/TOML)")
 
 
-def add_loss_args(p: argparse.ArgumentParser, *, simulator: bool) -> None:
-    """``--loss-bound`` and ``--deadline-ms`` (and, for the simulator, ``--packet-loss`` and
-    ``--rto-ms``): the bounded-loss transport (:mod:`sim.lossy`)."""
-    p.add_argument(
-        "--loss-bound",
-        type=float,
-        help="bounded-loss transport: fraction of gradient entries a collective may lose, "
-        "in [0, 1) (default: none, the plain transport)",
-    )
-    p.add_argument(
-        "--deadline-ms",
-        type=float,
-        help="bounded-loss transport: per-collective deadline in ms (default: none)",
-    )
-    if simulator:
-        p.add_argument(
-            "--packet-loss",
-            help="per-packet loss probability in [0, 1), or 'trace' for the trace's loss column "
-            "(default: no loss)",
-        )
-        p.add_argument(
-            "--rto-ms",
-            type=float,
-            default=5.0,
-            help="plain transport's retransmission timeout in ms (default: 5)",
-        )
-
-
-def loss_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The loss fields of a config from ``--loss-bound`` / ``--deadline-ms`` / ``--packet-loss``
-    / ``--rto-ms`` (SI units); :class:`InputError` for a value out of range."""
-    from sim.lossy import check_fraction
-
-    out: dict[str, Any] = {}
-    if args.loss_bound is not None:
-        out["loss_bound"] = check_fraction("--loss-bound", args.loss_bound)
-    if args.deadline_ms is not None:
-        d = args.deadline_ms
-        if math.isnan(d) or d <= 0:
-            raise InputError(f"--deadline-ms must be > 0 (inf: none), got {d!r}")
-        if args.loss_bound is None:
-            raise InputError("--deadline-ms needs --loss-bound")
-        if math.isfinite(d):
-            out["deadline_s"] = d * 1e-3
-    raw = getattr(args, "packet_loss", None)
-    if raw is not None:
-        if raw.strip().lower() == "trace":
-            out["trace_loss"] = True
-        else:
-            try:
-                value = float(raw)
-            except ValueError:
-                raise InputError(
-                    f"--packet-loss must be a number in [0, 1) or 'trace', got {raw!r}"
-                ) from None
-            out["packet_loss"] = check_fraction("--packet-loss", value)
-    rto = getattr(args, "rto_ms", None)
-    if rto is not None and rto != 5.0:
-        out["rto_s"] = _positive("--rto-ms", rto, allow_zero=True) * 1e-3
-    return out
-
-
 def _sim_config(args: argparse.Namespace) -> Any:
     from sim.runner import SimConfig
 
-    params = dict(parse_param(s) for s in args.param)
-    if len(params) != len(args.param):
-        raise InputError("a --param key is given twice")
+    choice = policy_from_args(args)
     sync, groups, shuffle_every = sync_from_args(args, args.workers)
     return SimConfig(
         workload=args.workload,
         workers=args.workers,
         trace=args.trace,
-        policy=args.policy,
-        policy_params=tuple(params.items()),
-        collective=args.collective,
-        density=args.density,
-        compressor=args.compressor,
-        iterations=args.iterations,
-        seed=args.seed,
+        policy=choice.policy,
+        policy_params=tuple(choice.params.items()),
+        collective=choice.collective,
+        density=choice.density,
+        compressor=choice.compressor,
+        iterations=choice.iterations,
+        seed=choice.seed,
         bucket_bytes=parse_bytes(args.bucket_size),
         fidelity=args.fidelity,
         compute_scale=args.compute_scale,

@@ -29,6 +29,10 @@ given that model before the run. Per distinct decision the bucket terms, compres
 payload bytes are computed once and cached, so the per-iteration work is a short loop of float
 arithmetic and two ``bisect`` lookups per bucket. SimPy advances the clock with one timeout per
 iteration.
+
+Size (over 400 lines): the analytic engine: run set-up, the SimPy loop and the metadata of
+a run. Splitting it belongs to the stepwise-simulator work (sim/collectives,
+sim/engine_stepwise.py, sim/workload_costs.py already moved out).
 """
 
 from __future__ import annotations
@@ -47,8 +51,18 @@ import simpy
 
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.progress import ProgressModel
-from sim.control.registry import make_policy, policy_info
-from sim.control.types import COLLECTIVES, Controller, Decision, Observation
+from sim.control.registry import policy_info
+from sim.control.types import COLLECTIVES, Controller, Decision
+from sim.control.world import (
+    STATIC_POLICIES,
+    IterationMeasurement,
+    controller_seed,
+    first_observation,
+    make_controller,
+    observation_after,
+    reads_observations,
+    run_streams,
+)
 from sim.errors import InputError
 from sim.schema import SCHEMA_VERSION
 from traces.model import PiecewiseTrace, TraceSet
@@ -56,13 +70,14 @@ from traces.model import PiecewiseTrace, TraceSet
 from .cluster import Cluster, StragglerModel, unroll_horizon_s
 from .collectives import IntraNodeLink, collective_shape
 from .lossy_engine import LossTally, LossyLinks, loss_rng
-from .workload_costs import WorkloadCosts
+from .sync.sizing import group_size_and_intra
+from .workload_costs import IterationResult, WorkloadCosts
 from .workloads import WorkloadProfile, load_profile
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .runner import SimConfig
+    from .config import SimConfig
 
 __all__ = [
     "DecisionPlan",
@@ -80,28 +95,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 #: Policies that ignore the link estimates: the monitor is off for them under ``monitor="auto"``.
-STATIC_POLICIES: tuple[str, ...] = ("dense", "fixed")
-
-
-def group_size_and_intra(
-    decision: Decision, workers: int, intra: IntraNodeLink | None
-) -> tuple[int, IntraNodeLink | None]:
-    """Ranks in one collective under ``decision`` and the intra-node link they see.
-
-    Plain allreduce: all ``workers``. DS-Sync: the ``workers / groups`` ranks of one group. The
-    analytic level's network is flat (every worker has its own link to one switch), so the
-    groups' collectives run concurrently without sharing a link and each takes the closed form
-    over ``m`` ranks. The two-level (hierarchical) collective assumes whole nodes, which
-    shuffled groups are not: it is refused with more than one group.
-    """
-    if not decision.grouped:
-        return workers, intra
-    from sim.sync import check_sync
-
-    check_sync(decision.sync, workers, decision.groups, decision.shuffle_every)
-    if "hierarchical" in decision.collectives_used():
-        raise InputError("the hierarchical collective cannot run inside DS-Sync groups")
-    return workers // decision.groups, intra
 
 
 def resolve_trace(spec: str) -> TraceSet:
@@ -192,25 +185,6 @@ class DecisionPlan:
     after_s: tuple[float, ...]
     compress_s: tuple[float, ...]
     payload_bytes: float
-
-
-@dataclass(frozen=True)
-class IterationResult:
-    """Outcome of one iteration; seconds, bytes per worker."""
-
-    compute_s: float
-    exposed_comm_s: float
-    compress_s: float
-    iter_s: float
-    comm_s: float
-    bytes_sent: float
-    straggler_wait_s: float = 0.0
-    #: Fraction of the iteration's gradient packets delivered (loss model only).
-    delivered_frac: float = 1.0
-    #: Packets re-sent, all workers together (loss model only).
-    retx_packets: int = 0
-    #: Fraction of the packets dropped unsent past a deadline, lowest priority first.
-    dropped_frac: float = 0.0
 
 
 class IterationModel(WorkloadCosts):
@@ -456,9 +430,9 @@ def _versions() -> dict[str, str]:
 
 
 def _seeds(seed: int) -> tuple[int, np.random.Generator]:
-    """Independent streams of the run: the policy's seed and the straggler generator."""
-    policy_ss, straggler_ss = np.random.SeedSequence(seed).spawn(2)
-    return int(policy_ss.generate_state(1)[0]), np.random.default_rng(straggler_ss)
+    """Independent streams of the run (:func:`sim.control.world.run_streams`): the controller's
+    seed and the straggler generator."""
+    return controller_seed(seed), np.random.default_rng(run_streams(seed)["stragglers"])
 
 
 def _use_monitor(cfg: SimConfig) -> bool:
@@ -466,13 +440,8 @@ def _use_monitor(cfg: SimConfig) -> bool:
         return True
     if cfg.monitor == "off":
         return False
-    if cfg.policy not in STATIC_POLICIES:
-        return True
     # A static policy ignores the estimates, except to pick the collective under "auto".
-    coll = cfg.resolved_policy_params().get(
-        "collective", policy_info(cfg.policy).parameters().get("collective")
-    )
-    return coll == "auto"
+    return reads_observations(cfg.policy, cfg.resolved_policy_params())
 
 
 def _make_monitor() -> Any:
@@ -488,8 +457,8 @@ def _build(
     if traces is None:
         traces = resolve_trace(cfg.trace)
     params = cfg.resolved_policy_params()
-    policy_seed, _ = _seeds(cfg.seed)
-    policy = make_policy(cfg.policy, seed=policy_seed, **params)
+    policy_seed = controller_seed(cfg.seed)
+    policy = make_controller(cfg.policy, params, seed=cfg.seed, workload=profile.name)
     intra = IntraNodeLink(cfg.gpus_per_node, cfg.intra_latency_s, cfg.intra_bandwidth_Bps)
     # First a cluster paced by the worst state of any link, only to bound the run's length (for
     # unrolling traces that loop with different periods); then the real one.
@@ -599,16 +568,10 @@ def simulate(
     # DS-Sync: the run's scheme goes to every decision that keeps the default; the columns
     # exist only when some decision may be grouped (plain runs keep their exact records).
     sync_default = cfg.sync != "allreduce"
-    sync_cols: dict[str, list[Any]] | None = (
-        {"sync": [], "groups": [], "shuffle_every": []}
-        if sync_default or getattr(policy, "chooses_sync", False)
-        else None
-    )
+    sync_cols: dict[str, list[Any]] = {"sync": [], "groups": [], "shuffle_every": []}
     state: dict[str, Any] = {"factor": 1.0}
+    # The controller is bound to this same (cached) model by make_controller.
     progress_model = _progress_model(profile.name)
-    bind_progress = getattr(policy, "bind_progress", None)
-    if callable(bind_progress):
-        bind_progress(progress_model)
     bind = getattr(policy, "bind_oracle", None)
     if callable(bind):
         bind(
@@ -628,12 +591,8 @@ def simulate(
     nan = math.nan
 
     def training(env: simpy.Environment) -> Any:
-        obs = Observation(
-            step=0,
-            world_size=world,
-            grad_bytes=grad_bytes,
-            extra={"now_s": float(env.now)},
-            bucket_bytes=bucket_sizes,
+        obs = first_observation(
+            world_size=world, grad_bytes=grad_bytes, bucket_bytes=bucket_sizes, now_s=env.now
         )
         for it in range(cfg.iterations):
             state["factor"] = factor = stragglers.next_factor()
@@ -666,30 +625,34 @@ def simulate(
                 cols["delivered_frac"].append(res.delivered_frac)
                 cols["dropped_frac"].append(res.dropped_frac)
                 cols["retx_packets"].append(res.retx_packets)
-            if sync_cols is not None:
-                sync_cols["sync"].append(decision.sync)
-                sync_cols["groups"].append(decision.groups)
-                sync_cols["shuffle_every"].append(decision.shuffle_every)
+            # Cheap; the columns are kept only when some decision used DS-Sync.
+            sync_cols["sync"].append(decision.sync)
+            sync_cols["groups"].append(decision.groups)
+            sync_cols["shuffle_every"].append(decision.shuffle_every)
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)
                 model.account(plan)
                 if events is not None and it == 0:
                     state["timeline"] = model.timeline(plan, start, factor)
-            obs = Observation(
-                step=it + 1,
-                world_size=world,
-                grad_bytes=grad_bytes,
+            measured = IterationMeasurement(
+                decision=decision,
                 comm_s=res.comm_s,
                 compress_s=res.compress_s,
                 compute_s=res.compute_s,
+                gain=gain,
+                grad_norm=None if grads is None else grads.at(it + 1),
+                iteration_s=res.iter_s,
+                # The clock at the next decision is start + iter_s (the timeout below).
+                now_s=start + res.iter_s,
+            )
+            obs = observation_after(
+                measured,
+                step=it + 1,
+                world_size=world,
+                grad_bytes=grad_bytes,
+                bucket_bytes=bucket_sizes,
                 latency_s=est_lat,
                 bandwidth_Bps=est_bw,
-                gain=gain,
-                decision=decision,
-                grad_norm=None if grads is None else grads.at(it + 1),
-                # The clock at the next decision is start + iter_s (the timeout below).
-                extra={"iteration_s": res.iter_s, "now_s": start + res.iter_s},
-                bucket_bytes=bucket_sizes,
             )
             if bar is not None and (it + 1) % 256 == 0:
                 bar.update(256)
@@ -715,7 +678,7 @@ def simulate(
             link.duration_s,
         )
     records = pd.DataFrame({"iteration": np.arange(cfg.iterations, dtype=np.int64), **cols})
-    if sync_cols is not None:
+    if sync_default or any(s != "allreduce" for s in sync_cols["sync"]):
         records["sync"] = sync_cols["sync"]
         records["groups"] = np.asarray(sync_cols["groups"], dtype=np.int64)
         records["shuffle_every"] = np.asarray(sync_cols["shuffle_every"], dtype=np.int64)

@@ -17,6 +17,9 @@ level. The controller sees per-bucket communication times produced by these tran
 
 With the ``ideal`` transport on the flat topology and no pauses, an iteration equals the analytic
 one up to float rounding (tests check it).
+
+Size (over 400 lines): the stepwise iteration model mirrors sim/engine.py's analytic one
+step for step; the network walk is already in sim/stepwise_net.py.
 """
 
 from __future__ import annotations
@@ -32,19 +35,19 @@ import numpy as np
 from sim.collectives import schedule_for
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.types import Decision
+from sim.control.world import run_streams
 
 from .cluster import Cluster
-from .engine import IterationResult
 from .lossy_engine import LossTally, LossyLinks
 from .stepwise_net import CompiledSchedule, StepwiseNetwork
 from .topology import Topology, WorkerSpec
-from .workload_costs import WorkloadCosts
+from .workload_costs import IterationResult, WorkloadCosts
 from .workloads import WorkloadProfile
 
 if TYPE_CHECKING:
     from traces.model import TraceSet
 
-    from .runner import SimConfig
+    from .config import SimConfig
 
 __all__ = [
     "Factors",
@@ -206,7 +209,7 @@ class StepwiseIterationModel(WorkloadCosts):
         if groups is not None:
             from sim.sync.schedules import grouped_schedule
 
-            from .engine import group_size_and_intra
+            from .sync.sizing import group_size_and_intra
 
             m, _ = group_size_and_intra(decision, n, None)
         scheds, alphas, nbytes, comp = [], [], [], []
@@ -433,7 +436,7 @@ def worker_factors(
     cfg: SimConfig, model: StepwiseIterationModel, rng: np.random.Generator
 ) -> WorkerFactors:
     """Per-worker factors of ``cfg``'s run (pauses from a third stream of the run's seed)."""
-    pause_rng = np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(3)[2])
+    pause_rng = np.random.default_rng(run_streams(cfg.seed)["stepwise-pauses"])
     return WorkerFactors(
         cfg.workers,
         cfg.straggler_sigma,

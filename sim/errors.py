@@ -1,14 +1,9 @@
-"""The one error type that means "the user's input is wrong".
-
-Every layer raises :class:`InputError` for bad input (malformed trace, unknown policy, impossible
-configuration, missing file). The command-line entry point turns it into a single line on stderr
-and exit status 2; library callers can catch it like any ``ValueError``.
-"""
+"""The simulator's name for :class:`compctl_base.errors.InputError` (the same class, re-exported
+so ``from sim.errors import InputError`` keeps working; new code below ``sim`` imports it from
+:mod:`compctl_base.errors`)."""
 
 from __future__ import annotations
 
+from compctl_base.errors import InputError
+
 __all__ = ["InputError"]
-
-
-class InputError(ValueError):
-    """Bad user input: the message is one line that says what is wrong and where."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.control.world import run_streams
 from sim.lossy import LossParams, LossyOutcome, StepGroup, lossy_collective, packets_of
 from traces.model import PiecewiseTrace
 
@@ -35,7 +36,7 @@ __all__ = ["LossTally", "LossyLinks", "loss_rng"]
 def loss_rng(seed: int) -> np.random.Generator:
     """The loss process's own stream of a run's seed (the fourth child; the others are the
     policy's, the stragglers' and the stepwise pauses')."""
-    return np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])
+    return np.random.default_rng(run_streams(seed)["loss"])
 
 
 class LossTally:

@@ -6,7 +6,7 @@ reader either sees a whole run or none.
 
 ``force`` replaces only what :func:`sim.replace_guard.check_replaceable` accepts (an empty
 folder, a run or a sweep; never the current folder, the home folder or a folder of other files),
-and the swap is atomic (:func:`sim.atomic_files.swap_in_dir`): the old run stays whole until the
+and the swap is atomic (:func:`compctl_base.atomic_files.swap_in_dir`): the old run stays whole until the
 new one takes its place.
 """
 
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sim.atomic_files import swap_in_dir
+from compctl_base.atomic_files import swap_in_dir
 from sim.errors import InputError
 from sim.replace_guard import check_replaceable
 from sim.run_manifest import MANIFEST, manifest_bytes, run_problem

@@ -155,7 +155,7 @@ def read_nccl_tests(path: str, ranks: int | None = None) -> list[Measurement]:
 
 def write_csv(path: str, points: list[Measurement]) -> None:
     """Write ``points`` as a CSV :func:`read_csv` reads back (atomically)."""
-    from .atomic_files import atomic_write_bytes
+    from compctl_base.atomic_files import atomic_write_bytes
 
     if any(m.bandwidth_Bps is not None for m in points):
         lines = ["ranks,bytes,seconds,bandwidth_Bps"]

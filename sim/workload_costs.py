@@ -1,4 +1,5 @@
-"""What both iteration models (analytic and stepwise) charge a workload, apart from the network.
+"""What both iteration models (analytic and stepwise) charge a workload, apart from the network,
+and the :class:`IterationResult` both return.
 
 One place for the per-worker compute times (scaled), the gradient buckets and the compression
 cost of a bucket, priced from the profile's device (:mod:`sim.compress.cost_source`).
@@ -6,12 +7,33 @@ cost of a bucket, priced from the profile's device (:mod:`sim.compress.cost_sour
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sim.compress.cost_source import cost_source
 from sim.compress.spec import CompressorSpec
 
 from .workloads import Bucket, WorkloadProfile
 
-__all__ = ["WorkloadCosts"]
+__all__ = ["IterationResult", "WorkloadCosts"]
+
+
+@dataclass(frozen=True)
+class IterationResult:
+    """Outcome of one iteration; seconds, bytes per worker."""
+
+    compute_s: float
+    exposed_comm_s: float
+    compress_s: float
+    iter_s: float
+    comm_s: float
+    bytes_sent: float
+    straggler_wait_s: float = 0.0
+    #: Fraction of the iteration's gradient packets delivered (loss model only).
+    delivered_frac: float = 1.0
+    #: Packets re-sent, all workers together (loss model only).
+    retx_packets: int = 0
+    #: Fraction of the packets dropped unsent past a deadline, lowest priority first.
+    dropped_frac: float = 0.0
 
 
 class WorkloadCosts:

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sim.atomic_files import atomic_path, atomic_write_text
+from compctl_base.atomic_files import atomic_path, atomic_write_text
 
 from . import generators as gen
 from .bundled import DATA_DIR

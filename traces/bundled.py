@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from .csvio import read_trace
 from .genspec import GENERATOR_KINDS, generate, is_generator_spec

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.atomic_files import atomic_write_bytes
-from sim.errors import InputError
+from compctl_base.atomic_files import atomic_write_bytes
+from compctl_base.errors import InputError
 
 from .input_limits import MAX_TEXT_BYTES, MAX_TRACE_ROWS, check_file_size
 from .model import PiecewiseTrace, TraceSet

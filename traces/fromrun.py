@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sim.collectives.closed_form import collective_terms
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from .model import PiecewiseTrace, TraceSet
 
@@ -173,12 +173,17 @@ def _load(run: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
 def trace_from_run(
     run: str | Path,
     *,
+    latency_count: Callable[[str, int], float],
     window_s: float | None = None,
     window_iters: int | None = None,
     latency_s: float | None = None,
     name: str | None = None,
 ) -> tuple[TraceSet, dict[str, str], list[WindowFit]]:
     """Fit a one-link trace to the real run in folder ``run``.
+
+    ``latency_count(collective, workers)`` is the number of latency terms of one collective (the
+    ``A`` above, per bucket), e.g. ``collective_terms(c, n, 1.0).n_alpha`` of
+    :mod:`sim.collectives`; the caller supplies it, since ``traces`` sits below ``sim``.
 
     Returns the trace set, provenance notes (to store in the file) and the per-window fits.
     Raises :class:`InputError` for a simulated, failed or interrupted run, or too few rows.
@@ -204,7 +209,7 @@ def trace_from_run(
         )
     colls = [str(c) for c, keep in zip(rec["collective"], ok, strict=True) if keep]
     try:
-        a = np.array([collective_terms(c, n, 1.0).n_alpha * buckets for c in colls])
+        a = np.array([latency_count(c, n) * buckets for c in colls])
     except InputError as exc:
         raise InputError(f"{run}: {exc}") from None
     order = np.argsort(start[ok], kind="stable")

@@ -39,7 +39,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from . import generators as gen
 from .model import PiecewiseTrace

@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.atomic_files import atomic_write_bytes
-from sim.errors import InputError
+from compctl_base.atomic_files import atomic_write_bytes
+from compctl_base.errors import InputError
 
 from .npz_reader import read_npz_bounded
 

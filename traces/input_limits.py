@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 __all__ = [
     "MAX_TRACE_ROWS",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 __all__ = ["PiecewiseTrace", "TraceSet", "bottleneck"]
 

@@ -20,7 +20,7 @@ from typing import IO
 import numpy as np
 import numpy.lib.format as npy_format
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from .input_limits import MAX_NPZ_BYTES, MAX_NPZ_MEMBERS
 

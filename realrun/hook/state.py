@@ -20,6 +20,7 @@ from sim.compress.spec import check_compatible
 from sim.control.monitor import LinkMonitor
 from sim.control.owner import make_owner_rule
 from sim.control.types import Controller, Decision, Observation
+from sim.control.world import IterationMeasurement, first_observation, observation_after
 from sim.errors import InputError
 
 from ..emulation import HookEmulator
@@ -159,26 +160,34 @@ class CompressionHookState:
 
     # ------------------------------------------------------------------ per iteration
     def observation(self) -> Observation:
-        """What the controller sees before deciding the current step."""
+        """What the controller sees before deciding the current step
+        (:mod:`sim.control.world`, as in the simulator)."""
         last = self.agreement.last
-        lat, bw = self.monitor.estimate()
         if last is None:
-            return Observation(
-                self.step, self.world_size, self._grad_bytes, bucket_bytes=self._bucket_bytes
+            return first_observation(
+                world_size=self.world_size,
+                grad_bytes=self._grad_bytes,
+                bucket_bytes=self._bucket_bytes,
+                step=self.step,
             )
-        return Observation(
-            step=self.step,
-            world_size=self.world_size,
-            grad_bytes=self._grad_bytes,
+        lat, bw = self.monitor.estimate()
+        measured = IterationMeasurement(
+            decision=last.decision,
             comm_s=last.comm_s,
             compress_s=last.compress_s,
             compute_s=last.compute_s,
+            gain=last.gain,
+            grad_norm=last.grad_norm,
+            iteration_s=last.iter_s,
+        )
+        return observation_after(
+            measured,
+            step=self.step,
+            world_size=self.world_size,
+            grad_bytes=self._grad_bytes,
+            bucket_bytes=self._bucket_bytes,
             latency_s=lat,
             bandwidth_Bps=bw,
-            gain=last.gain,
-            decision=last.decision,
-            grad_norm=last.grad_norm,
-            bucket_bytes=self._bucket_bytes,
         )
 
     def begin_iteration(self) -> Accum:

@@ -39,6 +39,9 @@ bucket index, so state survives DDP's bucket rebuild after the first iteration. 
 changes is reset with a log message. Every stateful object has ``state_dict``/``load_state_dict``.
 
 Randomness comes only from :func:`generator_for` (seed, key, step), so every rank draws the same.
+
+Size (over 400 lines): the torch-side contract (Compressed, Compressor, Memory,
+registries, the shared error-feedback step) is one API that every compressor module imports.
 """
 
 from __future__ import annotations
@@ -56,9 +59,10 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from compctl_base.plugins import load_plugins
 from sim.errors import InputError
 
-from .spec import CompressorSpec, get_spec
+from .spec import ENTRY_POINT_GROUP, CompressorSpec, get_spec
 
 __all__ = [
     "Key",
@@ -68,6 +72,7 @@ __all__ = [
     "Compressor",
     "Memory",
     "register_compressor",
+    "unregister_compressor",
     "register_memory",
     "make_compressor",
     "make_memory",
@@ -297,9 +302,22 @@ _BUILTIN_MODULES = (
 )
 
 
+_plugins_loaded = False
+
+
 def _load_builtin() -> None:
+    global _plugins_loaded
     for mod in _BUILTIN_MODULES:
         importlib.import_module(f"{__package__}.{mod}")
+    if not _plugins_loaded:
+        # Third-party compressors (entry-point group compctl.compressors, as for the specs).
+        _plugins_loaded = True
+        load_plugins(None, ENTRY_POINT_GROUP)
+
+
+def unregister_compressor(name: str) -> None:
+    """Remove ``name`` from the registry (tests and plugins that register temporarily)."""
+    _COMPRESSORS.pop(name, None)
 
 
 def register_compressor(name: str) -> Callable[[_C], _C]:

@@ -10,6 +10,9 @@ threshold-statistics pass are timed, so each row's achieved bandwidth (bytes rea
 next to the measured memory bandwidth of the same tensor.
 Adaptive compressors (SIDCo) first run ``warmup_calls`` untimed calls per configuration so the
 quality is the one after stage adaptation.
+
+Size (over 400 lines): one measurement procedure (inputs, timing, quality, calibration
+output) used by the CLI and the benchmark script.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sim.atomic_files import atomic_write_text
+from compctl_base.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .base import Compressor, compressor_names, make_compressor

@@ -10,15 +10,18 @@ Pure: no torch, no SimPy.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from compctl_base.plugins import load_plugins
 from sim.errors import InputError
 
 __all__ = [
     "Payload",
     "CompressorSpec",
     "register_spec",
+    "unregister_spec",
     "get_spec",
     "spec_names",
     "check_compatible",
@@ -98,8 +101,24 @@ def register_spec(spec: CompressorSpec) -> CompressorSpec:
     return spec
 
 
+#: Entry-point group of third-party compressors: each names a module that registers its spec
+#: (:func:`register_spec`) and its torch algorithm (``sim.compress.base.register_compressor``).
+ENTRY_POINT_GROUP = "compctl.compressors"
+_plugins_loaded = False
+
+
 def _load_builtin() -> None:
-    from . import specs  # noqa: F401  (registers the built-in specs)
+    global _plugins_loaded
+    # By name: the built-in specs import this module to register themselves.
+    importlib.import_module(f"{__package__}.specs")
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        load_plugins(None, ENTRY_POINT_GROUP)
+
+
+def unregister_spec(name: str) -> None:
+    """Remove ``name`` from the registry (tests and plugins that register temporarily)."""
+    _SPECS.pop(name, None)
 
 
 def spec_names() -> list[str]:

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
+from compctl_base.plugins import load_plugins
 
 from .types import Controller
 
@@ -73,9 +74,18 @@ def unregister_policy(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
+#: Where the built-in policies live (one module each) and the entry-point group of third-party
+#: ones; both are loaded by name on first lookup, so this module imports no policy.
+BUILTIN_PACKAGE = "sim.control.policies"
+ENTRY_POINT_GROUP = "compctl.policies"
+_loaded = False
+
+
 def _load_builtin() -> None:
-    # Importing the package registers every built-in policy module.
-    from . import policies  # noqa: F401
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        load_plugins(BUILTIN_PACKAGE, ENTRY_POINT_GROUP)
 
 
 def policy_names() -> list[str]:

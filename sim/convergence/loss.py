@@ -8,10 +8,16 @@ gradient falls, so the gain of the iteration is multiplied by
     g_loss = gain("randomk", 1 - r) * gain("topk", 1 - q / (1 - r))
 
 read from the same gradient trace (random loss keeps energy like random-k; the priority drop keeps
-the largest entries, like top-k). The product composes with the compressor's own gain as two
-independent thinnings would. The model's parameters were calibrated with error feedback, so
-lost entries are treated as delayed, not forgotten; real runs measure both treatments
-(``realrun`` ``--loss-feedback``) and docs/bounded_loss.md states the error of this shortcut.
+the largest entries, like top-k). How it enters depends on what happens to the lost entries:
+
+- with error feedback (``feedback=True``) they are delayed, not forgotten, exactly like the
+  entries a sparsifier leaves out: the gain multiplies the compressor's and goes through the
+  calibrated lag recursion (:mod:`sim.convergence.progress`);
+- without (``feedback=False``, the default, as in real runs without ``--loss-feedback``) they are
+  gone: the step's update is the gradient with ``g_loss`` of its energy, so each iteration's
+  progress increment (from the compressor's own gains) is multiplied by ``g_loss``.
+
+Real runs measure both treatments; docs/bounded_loss.md states the error of each.
 
 Pure numpy.
 """
@@ -26,7 +32,7 @@ from sim.errors import InputError
 
 from .model import ConvergenceModel
 
-__all__ = ["loss_gains"]
+__all__ = ["loss_gains", "progress_with_loss"]
 
 _QUANT = 1e-6  # delivered fractions are quantised before lookup (one gain curve per value)
 
@@ -55,3 +61,31 @@ def loss_gains(
             sel = kept == value
             out[sel] *= model.gain_curve(kind, float(value))[rows[sel]]
     return out
+
+
+def progress_with_loss(
+    model: ConvergenceModel,
+    gains: np.ndarray,
+    delivered: Sequence[float],
+    dropped: Sequence[float] | None = None,
+    *,
+    feedback: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Progress (shape ``(T+1,)``) and effective gains of a run whose compressor gains are
+    ``gains`` (``g_0..g_T``, ``g_0`` unused) and whose collectives delivered ``delivered``
+    (module docstring: ``feedback`` chooses the treatment of the lost entries)."""
+    from .progress import progress_scalar
+
+    g_loss = loss_gains(model, delivered, dropped)
+    if len(g_loss) + 1 != len(gains):
+        raise InputError("delivered must have one entry per iteration")
+    par = model.params
+    eff = np.asarray(gains, dtype=float).copy()
+    eff[1:] = eff[1:] * g_loss
+    if feedback:
+        prog = progress_scalar(eff, par.lam, par.mu, par.alpha, par.phase, par.knee)
+        return prog, eff
+    base = progress_scalar(np.asarray(gains, dtype=float), par.lam, par.mu, par.alpha,
+                           par.phase, par.knee)
+    prog = np.concatenate([[0.0], np.cumsum(np.diff(base) * g_loss)])
+    return prog, eff

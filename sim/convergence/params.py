@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.atomic_files import atomic_write_text
+from compctl_base.atomic_files import atomic_write_text
 from sim.errors import InputError
 from traces.input_limits import MAX_JSON_BYTES, check_file_size
 

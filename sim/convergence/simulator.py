@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 
 from sim.errors import InputError
 
-from .loss import loss_gains
+from .loss import progress_with_loss
 from .model import ConvergenceModel
 from .progress import efficiency, progress_scalar
 
@@ -79,6 +79,7 @@ def annotate_records(
     *,
     delivered: Sequence[float] | None = None,
     dropped: Sequence[float] | None = None,
+    loss_feedback: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per-iteration columns for simulator run records: ``progress``, ``pred_loss``,
     ``pred_accuracy`` and ``stat_gain``, given each iteration's compressor and density.
@@ -86,8 +87,9 @@ def annotate_records(
     A run that mixes compressors uses, at each iteration, the gain of that iteration's
     compressor (a compressor the trace lacks raises :class:`InputError`; ``none`` is dense).
     With ``delivered`` (the bounded-loss transport's delivered fraction per iteration, and
-    ``dropped``, its priority drops), the gains are multiplied by the loss's own gain
-    (:func:`sim.convergence.loss.loss_gains`).
+    ``dropped``, its priority drops), the lost entries cost progress as
+    :func:`sim.convergence.loss.progress_with_loss` says (``loss_feedback``: whether they are
+    kept by error feedback); ``stat_gain`` is then the gain with the loss counted.
     """
     if len(compressors) != len(densities):
         raise InputError("compressors and densities must have one entry per iteration")
@@ -100,12 +102,16 @@ def annotate_records(
         g = model.gain_schedule(sub, comp)
         idx = np.nonzero(np.concatenate([[False], np.asarray(mask, dtype=bool)]))[0]
         gains[idx] = g[idx]
+    par = model.params
     if delivered is not None:
         if len(delivered) != len(densities):
             raise InputError("delivered must have one entry per iteration")
-        gains[1:] = gains[1:] * loss_gains(model, delivered, dropped)
-    par = model.params
-    prog = progress_scalar(gains, par.lam, par.mu, par.alpha, par.phase, par.knee)[1:]
+        full, gains = progress_with_loss(
+            model, gains, delivered, dropped, feedback=loss_feedback
+        )
+        prog = full[1:]
+    else:
+        prog = progress_scalar(gains, par.lam, par.mu, par.alpha, par.phase, par.knee)[1:]
     return {
         "progress": prog,
         "pred_loss": model.curve_at(prog, "loss"),
@@ -176,6 +182,7 @@ def convergence_columns(
     *,
     delivered: Sequence[float] | None = None,
     dropped: Sequence[float] | None = None,
+    loss_feedback: bool = False,
     sync: tuple[int, Sequence[int], Sequence[int]] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Record columns and a meta.json entry for a simulated run of workload profile ``profile``.
@@ -188,7 +195,14 @@ def convergence_columns(
     """
     source, borrowed, note = trace_for_profile(profile)
     model = ConvergenceModel.bundled(source)
-    cols = annotate_records(model, compressors, densities, delivered=delivered, dropped=dropped)
+    cols = annotate_records(
+        model,
+        compressors,
+        densities,
+        delivered=delivered,
+        dropped=dropped,
+        loss_feedback=loss_feedback,
+    )
     meta: dict[str, Any] = {
         "gradient_trace": source,
         "borrowed": borrowed,

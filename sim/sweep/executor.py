@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sim.atomic_files import shared_file_mode
+from compctl_base.atomic_files import shared_file_mode
 from sim.errors import InputError
 from sim.rundir import run_problem, write_run
 from sim.signals import signal_name

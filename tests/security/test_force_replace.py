@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from capped import run_capped, tree_snapshot
 
-from sim import atomic_files
+from compctl_base import atomic_files
 from sim.entry import main
 from sim.errors import InputError
 from sim.replace_guard import check_replaceable

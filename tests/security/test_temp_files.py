@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from sim import atomic_files
-from sim.atomic_files import atomic_open, atomic_path, atomic_write_bytes, atomic_write_text
+from compctl_base import atomic_files
+from compctl_base.atomic_files import (
+    atomic_open,
+    atomic_path,
+    atomic_write_bytes,
+    atomic_write_text,
+)
 from sim.convergence.model import PARAMS_DIR
 from sim.convergence.params import ConvergenceParams
 

@@ -12,7 +12,7 @@ iperf3     ``iperf3 --json`` report                     bandwidth (+ TCP RTT)
 skyplane   directory with latency.csv, throughput.csv   one constant link/region
 ========== ============================================ ==========================
 
-Malformed input raises :class:`~sim.errors.InputError` with ``file:line``.
+Malformed input raises :class:`~compctl_base.errors.InputError` with ``file:line``.
 """
 
 from __future__ import annotations

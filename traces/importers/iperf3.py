@@ -6,7 +6,7 @@ bits_per_second / 8``. When the interval's TCP ``streams[]`` report ``rtt`` (mic
 kernel's smoothed RTT), latency is the mean over streams of ``rtt / 2`` (one way); otherwise, or
 with ``use_rtt=False``, the ``latency_s`` option (default 0) applies. The trace loops with period
 ``last end - first start``. A report with an ``error`` field, no intervals, or an interval with
-zero or negative throughput is an :class:`~sim.errors.InputError` (a stalled interval cannot be a
+zero or negative throughput is an :class:`~compctl_base.errors.InputError` (a stalled interval cannot be a
 piecewise-constant bandwidth > 0; trim it from the report if it is expected).
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from ..input_limits import MAX_JSON_BYTES, check_file_size
 from ..model import PiecewiseTrace, TraceSet

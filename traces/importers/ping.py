@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from ..model import PiecewiseTrace, TraceSet
 from .sourcefile import positive_option, read_text_lines

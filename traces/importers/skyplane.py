@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from ..input_limits import MAX_TEXT_BYTES, check_file_size
 from ..model import PiecewiseTrace, TraceSet

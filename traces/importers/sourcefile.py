@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sim.errors import InputError
+from compctl_base.errors import InputError
 
 from ..input_limits import MAX_TEXT_BYTES, check_file_size
 

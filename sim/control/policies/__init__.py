@@ -1,13 +1,5 @@
-"""Built-in policies; importing this package registers every one of them."""
+"""Built-in policies, one module each (plus shared helpers such as :mod:`.density_base`).
 
-from . import (  # noqa: F401
-    accordion,
-    bandit,
-    budget,
-    delay_aware,
-    gravac,
-    moo,
-    mpc,
-    oracle,
-    static,
-)
+:mod:`sim.control.registry` imports every module here on its first lookup, so a new policy is
+one new file that registers itself with :func:`~sim.control.registry.register_policy`.
+"""

@@ -21,6 +21,7 @@ import math
 from ..decision_builder import DecisionBuilder
 from ..selector import collective_time_s
 from ..types import Observation
+from .comm_budget import largest_density_within, predicted_comm_s
 
 __all__ = [
     "InformedStart",
@@ -52,8 +53,6 @@ def calibration_ratio(obs: Observation) -> float | None:
 def comm_floor_s(builder: DecisionBuilder, obs: Observation, min_density: float) -> float | None:
     """Calibrated communication time at ``min_density`` on the estimated link (``None`` if
     unknown)."""
-    from .budget import predicted_comm_s  # budget imports this module's users
-
     ratio = calibration_ratio(obs)
     if ratio is None or obs.bandwidth_Bps is None:
         return None
@@ -87,8 +86,6 @@ def informed_density(
 ) -> float | None:
     """Largest density whose calibrated predicted communication time fits ``target_s``
     (``None`` while the link or the measurement is unknown)."""
-    from .budget import largest_density_within
-
     ratio = calibration_ratio(obs)
     if ratio is None or obs.bandwidth_Bps is None:
         return None

@@ -38,13 +38,13 @@ def test_policy_runs_in_the_simulator_and_decisions_are_recorded(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spies: list[_Spy] = []
-    make = sim.engine.make_policy
+    make = sim.engine.make_controller  # the engine builds its controller through sim.control.world
 
-    def spying_make_policy(*args: Any, **kwargs: Any) -> Any:
+    def spying_make_controller(*args: Any, **kwargs: Any) -> Any:
         spies.append(_Spy(make(*args, **kwargs)))
         return spies[-1]
 
-    monkeypatch.setattr(sim.engine, "make_policy", spying_make_policy)
+    monkeypatch.setattr(sim.engine, "make_controller", spying_make_controller)
     cfg = SimConfig(workload="tiny", workers=8, trace=TRACE, policy=name, iterations=30,
                     monitor="on")
     records, meta = run_simulation(cfg)

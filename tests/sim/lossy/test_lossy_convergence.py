@@ -57,3 +57,27 @@ def test_lossy_run_records_delivery_and_progresses_less() -> None:
     assert (lossy["delivered_frac"] >= 0.99).all()
     assert lossy["progress"].iloc[-1] < dense["progress"].iloc[-1]
     assert (lossy["loss_stat_gain"] <= 1.0).all()
+
+
+def test_without_feedback_each_step_shrinks_by_the_kept_energy(model: ConvergenceModel) -> None:
+    from sim.convergence.loss import progress_with_loss
+
+    gains = np.ones(51)
+    dense, _ = progress_with_loss(model, gains, [1.0] * 50, feedback=False)
+    gone, eff = progress_with_loss(model, gains, [0.9] * 50, feedback=False)
+    kept, _ = progress_with_loss(model, gains, [0.9] * 50, feedback=True)
+    g = loss_gains(model, [0.9] * 50)
+    np.testing.assert_allclose(np.diff(gone), np.diff(dense) * g)
+    assert np.all(eff[1:] == g)
+    assert gone[-1] < dense[-1] and kept[-1] <= dense[-1]
+
+
+def test_feedback_flag_reaches_the_records() -> None:
+    base = dict(workload="resnet50", workers=4, trace="const:lat_ms=0.05,bw_gbps=1",
+                iterations=100, seed=1, packet_loss=0.008, loss_bound=0.01)
+    gone, _ = run_simulation(SimConfig(**base))  # type: ignore[arg-type]
+    kept, _ = run_simulation(SimConfig(**base, loss_feedback=True))  # type: ignore[arg-type]
+    assert not np.array_equal(gone["progress"], kept["progress"])
+    with pytest.raises(InputError):
+        SimConfig(workload="resnet50", workers=4, trace="const:lat_ms=1,bw_gbps=1",
+                  loss_feedback=True)

@@ -14,7 +14,7 @@ from sim.entry import main
 from sim.runner import SimConfig, run_simulation
 
 _BASE: dict[str, Any] = dict(
-    workload="resnet50", workers=8, iterations=30, seed=3, convergence="off"
+    workload="resnet50", workers=8, iterations=30, seed=3, convergence="off", policy="dense"
 )
 _TRACE = "const:lat_ms=0.05,bw_gbps=10"
 

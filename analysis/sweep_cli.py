@@ -1,4 +1,8 @@
-"""``compctl sweep``: run a TOML sweep spec, resumably, then write its HTML report."""
+"""``compctl sweep``: run a TOML sweep spec, resumably, then write its HTML report.
+
+The sweep itself is :mod:`sim.sweep`; this front end lives in ``analysis`` because it ends with
+:func:`analysis.report.write_report` (``sim`` imports no ``analysis``).
+"""
 
 from __future__ import annotations
 
@@ -105,9 +109,9 @@ def _check_jobs(jobs: int | None) -> None:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from . import executor
-    from .executor import normalize_config, run_sweep
-    from .spec import MAX_RUNS, expand_spec, load_spec
+    from sim.sweep import executor
+    from sim.sweep.executor import normalize_config, run_sweep
+    from sim.sweep.spec import MAX_RUNS, expand_spec, load_spec
 
     if args.max_runs is not None and args.max_runs < 1:
         raise InputError(f"--max-runs must be >= 1 (got {args.max_runs})")
@@ -163,7 +167,7 @@ def _report_interrupt(name: str, out: str, exc: Any) -> None:
 def _finish(args: argparse.Namespace, spec: Any, result: Any) -> int:
     report_path: Path | None = None
     if not args.no_report:
-        from analysis.report import write_report
+        from .report import write_report
 
         report_path = write_report(result.out_dir, result.out_dir / "report.html")
     summary = {

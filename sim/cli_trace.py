@@ -3,6 +3,12 @@
 Human units (ms, Mbit/s, Gbit/s) exist only here; everything passed on is SI. Every command that
 writes a file writes it atomically, and bad input raises :class:`~sim.errors.InputError` before
 anything is written (the entry point turns it into one line on stderr and exit status 2).
+
+The trace library is :mod:`traces`, which sits below ``sim``; this front end lives in ``sim``
+because ``trace from-run`` counts a collective's latency terms with :mod:`sim.collectives`.
+
+Size (over 400 lines): the front end of every trace subcommand with its per-format option
+table; the logic is in traces/.
 """
 
 from __future__ import annotations
@@ -14,13 +20,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.errors import InputError
-
-from .bundled import DATA_DIR, bundled_info, resolve_trace
-from .csvio import write_trace_csv, write_trace_parquet
-from .genspec import GENERATOR_KINDS, generate, generator_help
-from .model import TraceSet
-from .summary import format_latency, format_rate, summarize
+from compctl_base.errors import InputError
+from traces.bundled import DATA_DIR, bundled_info, resolve_trace
+from traces.csvio import write_trace_csv, write_trace_parquet
+from traces.genspec import GENERATOR_KINDS, generate, generator_help
+from traces.model import TraceSet
+from traces.summary import format_latency, format_rate, summarize
 
 __all__ = ["register"]
 
@@ -230,7 +235,7 @@ def _import_kwargs(fmt: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from .importers import IMPORTERS, skyplane_regions
+    from traces.importers import IMPORTERS, skyplane_regions
 
     fmt = args.format
     path = args.file
@@ -248,8 +253,15 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _latency_count(collective: str, workers: int) -> float:
+    """Latency terms of one ``collective`` among ``workers`` (:mod:`sim.collectives`)."""
+    from sim.collectives.closed_form import collective_terms
+
+    return collective_terms(collective, workers, 1.0).n_alpha
+
+
 def _cmd_from_run(args: argparse.Namespace) -> int:
-    from .fromrun import trace_from_run
+    from traces.fromrun import trace_from_run
 
     _check_out(args.out, (".csv", ".parquet", ".pq"), force=args.force)
     if args.window_s is not None and args.window_iters is not None:
@@ -258,6 +270,7 @@ def _cmd_from_run(args: argparse.Namespace) -> int:
         raise InputError("--latency-ms must be in [0, 10000]")
     ts, notes, fits = trace_from_run(
         args.run,
+        latency_count=_latency_count,
         window_s=args.window_s,
         window_iters=args.window_iters,
         latency_s=None if args.latency_ms is None else args.latency_ms * 1e-3,
@@ -309,7 +322,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from .plot import plot_traces
+    from traces.plot import plot_traces
 
     _check_out(args.out, (".png", ".pdf", ".svg"), force=args.force)
     if args.horizon_s is not None and not args.horizon_s > 0:

@@ -1,0 +1,117 @@
+"""The work of ``compctl calibrate`` as a library call: read or measure allreduce times, fit
+the simulator's transport parameters (:mod:`sim.transport_fit`), write the calibration file.
+
+:mod:`realrun.calibrate_cli` is its front end; ``compctl validate`` (:mod:`analysis.validate_cli`)
+calls it directly to measure the transport first.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["NETNS_CAP_S", "parse_rates_mbit", "run_calibrate"]
+
+#: Longest ideal transfer (seconds) measured per size by --netns-mbit.
+NETNS_CAP_S = 4.0
+
+
+def parse_rates_mbit(text: str) -> list[float]:
+    """``"25,100"`` -> ``[25.0, 100.0]`` (Mbit/s, each > 0); InputError otherwise."""
+    from sim.errors import InputError
+
+    try:
+        rates = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--netns-mbit must be numbers (Mbit/s), got {text!r}") from None
+    if not rates or not all(r > 0 and r == r and r != float("inf") for r in rates):
+        raise InputError(f"--netns-mbit must be rates > 0 (Mbit/s), got {text!r}")
+    return rates
+
+
+def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
+    """Do what ``args`` asks; returns the JSON report (and writes the files asked for)."""
+    from dataclasses import replace
+
+    from compctl_base.atomic_files import atomic_write_bytes
+    from compctl_base.units import parse_bytes
+    from sim.errors import InputError
+    from sim.transport_fit import (
+        Measurement,
+        calibration_document,
+        dump_document,
+        fit_transport,
+        read_csv,
+        read_nccl_tests,
+        write_csv,
+    )
+    from sim.transports import TRANSPORTS
+
+    if not (args.nccl_tests or args.csv or args.measure):
+        raise InputError("give measurements (--nccl-tests, --csv) or --measure")
+    rates = parse_rates_mbit(args.netns_mbit) if args.netns_mbit else None
+    if rates is not None and not args.measure:
+        raise InputError("--netns-mbit needs --measure")
+    if rates is not None and args.link_gbps is not None:
+        raise InputError("--netns-mbit measures on links of known rates: give no --link-gbps")
+    if args.transport not in TRANSPORTS:
+        raise InputError(f"unknown transport {args.transport!r}; known: "
+                         f"{', '.join(sorted(TRANSPORTS))}")
+    if args.out and not str(args.out).lower().endswith(".json"):
+        raise InputError(f"--out must name a .json file, got {args.out}")
+    if args.link_gbps is not None and not args.link_gbps > 0:
+        raise InputError(f"--link-gbps must be > 0, got {args.link_gbps}")
+    if not args.link_latency_ms >= 0:
+        raise InputError(f"--link-latency-ms must be >= 0, got {args.link_latency_ms}")
+    if args.host_copy_gbytes is not None and not args.host_copy_gbytes >= 0:
+        raise InputError(f"--host-copy-gbytes must be >= 0, got {args.host_copy_gbytes}")
+    fit_max = parse_bytes(args.fit_max_bytes) if args.fit_max_bytes else None
+    fit_ranks = None
+    if args.fit_ranks:
+        try:
+            fit_ranks = {int(x) for x in str(args.fit_ranks).split(",")}
+        except ValueError:
+            raise InputError(f"--fit-ranks must be integers, got {args.fit_ranks!r}") from None
+    points: list[Measurement] = []
+    sources = []
+    for path in args.nccl_tests:
+        points += read_nccl_tests(path, args.ranks)
+        sources.append(f"nccl-tests {path}")
+    for path in args.csv:
+        points += read_csv(path)
+        sources.append(f"CSV {path}")
+    base = TRANSPORTS[args.transport]
+    if args.measure:
+        from .allreduce_bench import measure, measure_netns
+
+        max_bytes = int(parse_bytes(args.max_bytes))
+        lo = int(getattr(args, "min_ranks", 2))
+        if not 2 <= lo <= args.max_ranks:
+            raise InputError(f"--min-ranks must be in 2..--max-ranks, got {lo}")
+        counts = list(range(lo, args.max_ranks + 1))
+        if rates is None:
+            points += measure(args.max_ranks, max_bytes, iters=args.iters, ranks=counts)
+            sources.append(f"gloo loopback microbenchmark, CPU tensors, ranks "
+                           f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of {args.iters}")
+        else:
+            points += measure_netns(rates, args.max_ranks, max_bytes, iters=args.iters,
+                                    ranks=counts)
+            sources.append(f"gloo netns microbenchmark (tbf on veth at "
+                           f"{', '.join(f'{r:g}' for r in rates)} Mbit/s), CPU tensors, ranks "
+                           f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of "
+                           f">= {args.iters}")
+        base = replace(base, host_copy_Bps=0.0)
+    if args.host_copy_gbytes is not None:
+        base = replace(base, host_copy_Bps=args.host_copy_gbytes * 1e9)
+    fit = fit_transport(
+        points, base,
+        link_latency_s=args.link_latency_ms * 1e-3,
+        link_bandwidth_Bps=None if args.link_gbps is None else args.link_gbps * 1e9 / 8,
+        collective=args.collective, fit_max_bytes=fit_max, fit_ranks=fit_ranks,
+    )
+    doc = calibration_document(fit, source="; ".join(sources))
+    if args.save_measurements:
+        write_csv(args.save_measurements, points)
+    if args.out:
+        atomic_write_bytes(args.out, dump_document(doc))
+    return {"calibration": doc, "points": fit.points, "summary": fit.summary()}

@@ -1,0 +1,379 @@
+"""The configuration of one simulated run.
+
+:class:`SimConfig` is the whole description of a simulated run (workload, cluster, trace, policy,
+seed). It is frozen, hashable and round-trips through :meth:`SimConfig.to_dict` /
+:meth:`SimConfig.from_dict`, so a sweep can content-address runs by it and reject a malformed spec
+before anything runs. :mod:`sim.runner` runs it; the engines read it.
+
+Static-policy shortcut: ``collective``, ``density`` and ``compressor`` fill the policy's parameters
+of the same names (the ``fixed`` and ``dense`` policies have them). When a density below 1 is given
+without a compressor, ``topk`` is picked for sparse collectives (allgather, AR-Topk) and
+``randomk`` for same-index ones (ring, tree, rhd, ps, hierarchical); density 1 picks ``none``.
+With ``collective="auto"`` the policy's own default compressor (``topk``) is kept, so the
+cost-model selection can choose among the sparse collectives; and the link monitor is on under
+``monitor="auto"`` (the selection needs its estimates), also for ``fixed`` and ``dense``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from sim.errors import InputError
+from sim.resource_bounds import check_sim_bounds
+
+if TYPE_CHECKING:
+    from sim.lossy import LossParams
+
+__all__ = ["FIDELITIES", "SimConfig", "default_compressor"]
+
+#: Fidelity levels this version implements.
+FIDELITIES: tuple[str, ...] = ("analytic", "stepwise")
+
+_ParamValue = bool | int | float | str
+_FLOAT_FIELDS = (
+    "density",
+    "bucket_bytes",
+    "compute_scale",
+    "compress_scale",
+    "overhead_s",
+    "straggler_sigma",
+    "worker_speed_sigma",
+    "intra_latency_s",
+    "intra_bandwidth_Bps",
+    "loss_bound",
+    "deadline_s",
+    "packet_loss",
+    "rto_s",
+)
+
+
+#: Stepwise-only fields and their defaults (left out of ``to_dict`` when at the default).
+_STEPWISE_DEFAULTS: dict[str, Any] = {"transport": "ideal", "topology": None, "calibration": None}
+
+#: Loss-model fields and their defaults (left out of ``to_dict`` when at the default).
+_LOSS_DEFAULTS: dict[str, Any] = {
+    "loss_bound": None,
+    "deadline_s": None,
+    "packet_loss": None,
+    "trace_loss": False,
+    "loss_feedback": False,
+    "rto_s": 0.005,
+    "mtu_bytes": 1500,
+}
+#: DS-Sync fields and their defaults (left out of ``to_dict`` when at the default, so the
+#: configurations and run ids of plain-allreduce runs are unchanged).
+_SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_every": 1}
+
+#: The collective value that asks the policy to pick the collective per decision.
+_AUTO = "auto"
+
+
+def default_compressor(collective: str, density: float) -> str:
+    """Compressor implied by a density alone (:func:`sim.control.world.default_compressor`)."""
+    from sim.control.world import default_compressor as implied
+
+    return implied(collective, density)
+
+
+def _freeze_params(params: Any) -> tuple[tuple[str, _ParamValue], ...]:
+    if params is None:
+        return ()
+    items = params.items() if isinstance(params, Mapping) else params
+    out: list[tuple[str, _ParamValue]] = []
+    try:
+        pairs = [(k, v) for k, v in items]
+    except (TypeError, ValueError):
+        raise InputError("policy_params must be a mapping of name -> value") from None
+    for k, v in pairs:
+        if not isinstance(k, str) or not k:
+            raise InputError(f"policy_params: parameter names must be strings, got {k!r}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InputError(f"policy_params: {k} must be finite, got {v!r}")
+        if not isinstance(v, (bool, int, float, str)):
+            raise InputError(
+                f"policy_params: {k} must be a number, boolean or string, got {type(v).__name__}"
+            )
+        out.append((k, v))
+    names = [k for k, _ in out]
+    if len(set(names)) != len(names):
+        raise InputError("policy_params: a parameter is given twice")
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything that determines a simulated run; SI units.
+
+    Attributes:
+        workload: built-in profile name (``compctl list workloads``) or path to a JSON profile.
+        workers: number of data-parallel workers (>= 1).
+        trace: bundled trace name, trace file path, or generator spec (see ``compctl trace``).
+        policy: registered policy name (``compctl list policies``).
+        policy_params: keyword parameters of the policy (a mapping is accepted and frozen).
+        collective, density, compressor: shortcuts for the policy parameters of these names.
+        iterations: number of training iterations to simulate.
+        seed: root seed; every random stream of the run derives from it.
+        bucket_bytes: DDP bucket capacity in dense bytes (25 MB, as torch DDP's default).
+        fidelity: simulation fidelity level: ``analytic`` (one closed form per collective over
+            the pacing link) or ``stepwise`` (per-worker compute, each collective's schedule
+            over the topology's links, chunk pipelining; :mod:`sim.engine_stepwise`).
+        compute_scale: multiplies the profile's compute times (slower or faster device).
+        compress_scale: multiplies the compression times, which already follow the profile's
+            device (CPU calibration or the GPU reference, :mod:`sim.compress.cost_source`);
+            an explicit what-if (0 leaves compression out), 1.0 by default.
+        overhead_s: a fixed time added to every iteration, serially after the optimizer step
+            and counted in ``compute_s`` (framework bookkeeping, data loading, the real hook's
+            per-iteration work; fitted by ``compctl validate --fit-calibration``). 0 by default.
+        straggler_sigma: per-worker, per-iteration compute jitter: each worker's compute time is
+            multiplied by a log-normal factor with this sigma (median 1); the slowest worker paces
+            the collective. 0 disables it.
+        worker_speed_sigma: persistent per-worker slowness: each worker's compute is multiplied
+            by a log-normal factor with this sigma drawn once per run. 0 disables it.
+        gpus_per_node: workers per node for the ``hierarchical`` collective (``workers`` must be a
+            multiple of it).
+        intra_latency_s, intra_bandwidth_Bps: the intra-node link of ``hierarchical``.
+        dtype_bytes: bytes per gradient element (4 = fp32).
+        convergence: ``"auto"`` adds ``progress``, ``pred_loss`` and ``pred_accuracy`` columns
+            from the convergence model and a bundled gradient trace (borrowed from the most
+            similar captured workload for large-model profiles; ``meta.json`` says which);
+            ``"off"`` skips them.
+        monitor: feed a :class:`sim.control.monitor.LinkMonitor` and give its estimates to the
+            policy: ``"on"``, ``"off"`` or ``"auto"`` (on except for the static ``dense`` and
+            ``fixed`` policies with a fixed collective, which ignore them; with
+            ``collective="auto"`` they need them; the monitor's fit costs far more than the
+            simulation itself).
+        transport: stepwise only: ``ideal``, ``nccl``, ``gloo`` or a set of ``calibration``
+            (:mod:`sim.transports`).
+        topology: stepwise only: a topology TOML file or bundled name (:mod:`sim.topology`);
+            ``None`` is the flat cluster of the analytic level.
+        calibration: stepwise only: a transport calibration file (JSON or TOML).
+        loss_bound: bounded-loss transport: fraction of gradient entries a collective may lose,
+            in ``[0, 1)`` (:mod:`sim.lossy`); ``None`` is the plain transport.
+        deadline_s: per-collective deadline of the bounded-loss transport (> 0; ``None``: none).
+        packet_loss: constant per-packet loss probability in ``[0, 1)``; ``None``: no loss, or
+            the trace's ``loss`` column with ``trace_loss``.
+        trace_loss: read the per-packet loss from the trace's ``loss`` column.
+        loss_feedback: the lost entries are kept by error feedback and added back (convergence:
+            :mod:`sim.convergence.loss`); ``False``: they are gone.
+        rto_s, mtu_bytes: the plain transport's retransmission timeout; gradient bytes per
+            packet.
+
+    The loss model is on when any of ``loss_bound``, ``packet_loss`` or ``trace_loss`` is set;
+    its fields appear in :meth:`to_dict` only when not at their defaults (as the stepwise ones),
+    so configurations without it (and their run ids and outputs) are unchanged.
+        sync: ``allreduce`` (default) or ``ds-sync``: the synchronisation scheme given to every
+            decision that does not choose one itself (:mod:`sim.sync`).
+        groups: DS-Sync groups (divides ``workers``; 1 with ``allreduce``).
+        shuffle_every: DS-Sync steps between reshuffles of the groups (>= 1).
+
+    The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
+    when not at their defaults, so earlier configurations (and their run ids) are unchanged.
+    """
+
+    workload: str
+    workers: int
+    trace: str
+    policy: str = "fixed"
+    policy_params: tuple[tuple[str, _ParamValue], ...] = field(default=())
+    collective: str | None = None
+    density: float | None = None
+    compressor: str | None = None
+    iterations: int = 100
+    seed: int = 0
+    bucket_bytes: float = 25e6
+    fidelity: str = "analytic"
+    compute_scale: float = 1.0
+    compress_scale: float = 1.0
+    overhead_s: float = 0.0
+    straggler_sigma: float = 0.0
+    worker_speed_sigma: float = 0.0
+    gpus_per_node: int = 1
+    intra_latency_s: float = 5e-6
+    intra_bandwidth_Bps: float = 100e9
+    dtype_bytes: int = 4
+    monitor: str = "auto"
+    convergence: str = "auto"
+    transport: str = "ideal"
+    topology: str | None = None
+    calibration: str | None = None
+    loss_bound: float | None = None
+    deadline_s: float | None = None
+    packet_loss: float | None = None
+    trace_loss: bool = False
+    loss_feedback: bool = False
+    rto_s: float = 0.005
+    mtu_bytes: int = 1500
+    sync: str = "allreduce"
+    groups: int = 1
+    shuffle_every: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
+        self._validate()
+        # Canonical float fields, so that equal configs serialise to the same JSON (1 vs 1.0).
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, float(value))
+
+    # ------------------------------------------------------------------ validation
+    def _validate(self) -> None:
+        from sim.control.types import COLLECTIVES
+
+        def need_str(name: str, value: Any) -> None:
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"{name} must be a non-empty string, got {value!r}")
+
+        def need_int(name: str, value: Any, lo: int) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise InputError(f"{name} must be an integer >= {lo}, got {value!r}")
+
+        def need_pos(name: str, value: Any, *, allow_zero: bool = False) -> None:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+            if not ok:
+                rel = ">= 0" if allow_zero else "> 0"
+                raise InputError(f"{name} must be a finite number {rel}, got {value!r}")
+
+        need_str("workload", self.workload)
+        need_int("workers", self.workers, 1)
+        need_str("trace", self.trace)
+        need_str("policy", self.policy)
+        need_int("iterations", self.iterations, 1)
+        need_int("seed", self.seed, 0)
+        need_pos("bucket_bytes", self.bucket_bytes)
+        need_pos("compute_scale", self.compute_scale, allow_zero=True)
+        need_pos("compress_scale", self.compress_scale, allow_zero=True)
+        need_pos("overhead_s", self.overhead_s, allow_zero=True)
+        need_pos("straggler_sigma", self.straggler_sigma, allow_zero=True)
+        need_pos("worker_speed_sigma", self.worker_speed_sigma, allow_zero=True)
+        need_int("gpus_per_node", self.gpus_per_node, 1)
+        need_pos("intra_latency_s", self.intra_latency_s, allow_zero=True)
+        need_pos("intra_bandwidth_Bps", self.intra_bandwidth_Bps)
+        need_int("dtype_bytes", self.dtype_bytes, 1)
+        if self.fidelity not in FIDELITIES:
+            raise InputError(
+                f"fidelity must be one of {', '.join(FIDELITIES)}, got {self.fidelity!r}"
+            )
+        need_str("transport", self.transport)
+        for name in ("topology", "calibration"):
+            if getattr(self, name) is not None:
+                need_str(name, getattr(self, name))
+        if self.fidelity == "analytic" and (
+            self.transport != "ideal" or self.topology is not None or self.calibration is not None
+        ):
+            raise InputError("transport, topology and calibration need fidelity stepwise")
+        if self.monitor not in ("auto", "on", "off"):
+            raise InputError(f"monitor must be auto, on or off, got {self.monitor!r}")
+        if self.convergence not in ("auto", "off"):
+            raise InputError(f"convergence must be auto or off, got {self.convergence!r}")
+        if self.collective is not None and self.collective not in (*COLLECTIVES, _AUTO):
+            raise InputError(
+                f"collective: unknown {self.collective!r}; known: auto, {', '.join(COLLECTIVES)}"
+            )
+        if self.density is not None:
+            d = self.density
+            if isinstance(d, bool) or not isinstance(d, (int, float)) or not (0.0 < d <= 1.0):
+                raise InputError(f"density must be in (0, 1], got {d!r}")
+        if self.compressor is not None:
+            need_str("compressor", self.compressor)
+        if self.workers % self.gpus_per_node:
+            raise InputError(
+                f"gpus_per_node: workers ({self.workers}) must be a multiple of "
+                f"gpus_per_node ({self.gpus_per_node})"
+            )
+        for name in ("trace_loss", "loss_feedback"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.loss_feedback and self.loss_bound is None:
+            raise InputError("loss_feedback needs a loss bound (--loss-bound)")
+        self.loss_params()  # validates the loss fields
+        from sim.sync import check_sync
+
+        check_sync(self.sync, self.workers, self.groups, self.shuffle_every)
+        check_sim_bounds(
+            workers=self.workers,
+            iterations=self.iterations,
+            straggler_sigma=self.straggler_sigma,
+            worker_speed_sigma=self.worker_speed_sigma,
+        )
+
+    # --------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
+        d = asdict(self)
+        d["policy_params"] = dict(self.policy_params)
+        for name, default in (
+            *_STEPWISE_DEFAULTS.items(),
+            *_SYNC_DEFAULTS.items(),
+            *_LOSS_DEFAULTS.items(),
+        ):
+            if d[name] == default:
+                del d[name]
+        return d
+
+    def loss_params(self) -> LossParams | None:
+        """The run's loss model, or ``None`` when it has none (today's lossless links)."""
+        from sim.lossy import LossParams
+
+        if self.loss_bound is None and self.packet_loss is None and not self.trace_loss:
+            if self.deadline_s is not None:
+                raise InputError("a deadline needs a loss bound (--loss-bound)")
+            return None
+        deadline = math.inf if self.deadline_s is None else self.deadline_s
+        return LossParams(
+            loss_bound=self.loss_bound,
+            deadline_s=deadline,
+            packet_loss=self.packet_loss,
+            trace_loss=self.trace_loss,
+            mtu_bytes=self.mtu_bytes,
+            rto_s=self.rto_s,
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SimConfig:
+        """Build and validate a config; :class:`InputError` names the offending field."""
+        if not isinstance(d, Mapping):
+            raise InputError(f"a simulation config must be a mapping, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise InputError(
+                f"unknown config field {unknown[0]!r}; fields: {', '.join(sorted(known))}"
+            )
+        missing = [k for k in ("workload", "workers", "trace") if k not in d]
+        if missing:
+            raise InputError(f"config field {missing[0]!r} is required")
+        kw = dict(d)
+        # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
+        for name in (
+            "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
+            "shuffle_every", "mtu_bytes",
+        ):
+            v = kw.get(name)
+            if isinstance(v, float) and v.is_integer():
+                kw[name] = int(v)
+        return cls(**kw)
+
+    def params_dict(self) -> dict[str, _ParamValue]:
+        """``policy_params`` as a dict."""
+        return dict(self.policy_params)
+
+    def resolved_policy_params(self) -> dict[str, Any]:
+        """Policy parameters after applying the collective/density/compressor shortcuts
+        (:func:`sim.control.world.resolve_policy_params`, shared with real runs).
+
+        :class:`InputError` when a shortcut is given twice or the policy lacks that parameter.
+        """
+        from sim.control.world import resolve_policy_params
+
+        return resolve_policy_params(
+            self.policy,
+            dict(self.policy_params),
+            collective=self.collective,
+            density=self.density,
+            compressor=self.compressor,
+        )
