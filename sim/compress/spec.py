@@ -10,7 +10,6 @@ Pure: no torch, no SimPy.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -107,13 +106,17 @@ ENTRY_POINT_GROUP = "compctl.compressors"
 _plugins_loaded = False
 
 
+#: The built-in compressors, one module each (spec and torch algorithm together).
+BUILTIN_PACKAGE = "sim.compress.algorithms"
+
+
 def _load_builtin() -> None:
     global _plugins_loaded
-    # By name: the built-in specs import this module to register themselves.
-    importlib.import_module(f"{__package__}.specs")
     if not _plugins_loaded:
+        # By name: each compressor's module imports this one to register its spec (and imports
+        # torch only when its algorithm runs, so loading the specs imports no torch).
         _plugins_loaded = True
-        load_plugins(None, ENTRY_POINT_GROUP)
+        load_plugins(BUILTIN_PACKAGE, ENTRY_POINT_GROUP)
 
 
 def unregister_spec(name: str) -> None:
