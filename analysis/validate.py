@@ -27,6 +27,9 @@ to others) has these constants, each one a knob the simulator has:
 The simulated run's trace clock is aligned with the real one: the real clock starts at
 iteration 1 (iteration 0 is DDP's set-up), so the simulated trace is delayed by the simulated
 iteration 0. The first ``skip`` iterations (warm-up and set-up) are left out of the comparison.
+
+Size (over 400 lines): one procedure (configuration mapping, calibration, simulate-like,
+comparison) whose steps pass private intermediate results.
 """
 
 from __future__ import annotations
@@ -175,6 +178,8 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     trace = trace_override or cfg.get("trace")
     if trace is None:
         raise InputError("the real run had no trace (emulation none): give --sim to compare")
+    # DS-Sync runs (their config carries the keys only when set): the same groups in the sim.
+    sync = {k: cfg[k] for k in ("sync", "groups", "shuffle_every") if k in cfg}
     cal = calibration or Calibration()
     return SimConfig(
         workload=cfg["workload"],
@@ -192,6 +197,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         fidelity=fidelity,
         transport=transport,
         calibration=transport_calibration,
+        **sync,
     )
 
 

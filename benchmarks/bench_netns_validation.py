@@ -16,7 +16,8 @@ For every rank count, three stages, each on runs of its own:
    stepwise level under the transport calibration of stage 1.
 3. Validation (seed 2): dense, top-k 10% (allgather) and the delay-driven dc2-aimd (a target
    on the measured communication time), each under a constant trace (``CONST``) and a stepped
-   one (``STEPPED``, 50 <-> 10 Mbit/s), simulated with both calibrations, on the simulator's
+   one (``STEPPED``, 50 <-> 10 Mbit/s every second; the compressed policies' runs 3x as many
+   iterations as the dense ones, so every run crosses several changes), simulated with both calibrations, on the simulator's
    own clock and with the trace aligned to the real iterations (``--align-trace``); also the
    uncalibrated comparison (analytic level, bundled parameters) for contrast. The rates keep
    communication dominant: at 200 Mbit/s these small models' iterations are mostly compute,
@@ -56,10 +57,13 @@ CAL_RATES = [25.0, 100.0]
 CAL_SIZES = [1024 * 4**k for k in range(7)]  # 1 KiB .. 4 MiB
 CAL_TRACE = "const:lat_ms=1,bw_mbps=50"
 CONST = "const:lat_ms=1,bw_mbps=20"
-STEPPED = "steps:dur_s=2/2,lat_ms=1/1,bw_mbps=50/10,loop=true"
+STEPPED = "steps:dur_s=1/1,lat_ms=1/1,bw_mbps=50/10,loop=true"
 CAL_SEED, VAL_SEED = 1, 2
 WORKLOAD = "digits-cnn"
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
+# Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
+# so that every run crosses the stepped trace's changes a few times.
+STEPS_SCALE = {"dense": 1, "fixed-topk-10%": 3, "dc2-aimd": 3}
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}),
     "fixed-topk-10%": ("fixed", {"density": 0.1, "collective": "allgather"}),
@@ -89,9 +93,12 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
 
 def run_one(tmp: Path, name: str, n: int, policy: str, params: dict[str, Any], trace: str,
             seed: int, steps: int, agreement: str = "auto") -> Path:
-    """One netns run (written to ``tmp/name``; kept if there with ``REUSE``)."""
+    """One netns run (written to ``tmp/name``; kept if there, of the same trace and length,
+    with ``REUSE``)."""
     if REUSE and (tmp / name / "meta.json").is_file():
-        return tmp / name
+        cfg = json.loads((tmp / name / "meta.json").read_text()).get("config", {})
+        if cfg.get("trace") == trace and int(cfg.get("steps", -1)) == steps:
+            return tmp / name
     cfg = RealConfig(workload=WORKLOAD, nproc=n, steps=steps, emulation="netns", trace=trace,
                      policy=policy, policy_params=params, eval_every=steps, seed=seed,
                      agreement=agreement)
@@ -117,7 +124,7 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
     for tname, trace in (("constant", CONST), ("stepped", STEPPED)):
         for pname, (policy, params) in POLICIES.items():
             path = run_one(tmp, f"n{n}-val-{pname}-{tname}", n, policy, params, trace,
-                           VAL_SEED, steps)
+                           VAL_SEED, steps * STEPS_SCALE[pname])
             rec, _ = read_run(path)
             bad = int((rec["exposed_comm_s"] > rec["iter_s"] + 1e-12).sum())
             res, sim = validate(path, calibration=cal, **stepwise)  # type: ignore[arg-type]

@@ -29,6 +29,9 @@ many steps as end before the next change of any link it uses; a step across a ch
 its remaining fraction at the new state (bandwidth and delay changing mid-transfer).
 
 Pure numpy: no SimPy.
+
+Size (over 400 lines): the network walk (routing, chunk pipelining, link sharing) is one
+algorithm over shared state; the topology and schedules already live elsewhere.
 """
 
 from __future__ import annotations

@@ -10,16 +10,17 @@ Pure: no torch, no SimPy.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from compctl_base.plugins import load_plugins
 from sim.errors import InputError
 
 __all__ = [
     "Payload",
     "CompressorSpec",
     "register_spec",
+    "unregister_spec",
     "get_spec",
     "spec_names",
     "check_compatible",
@@ -99,9 +100,28 @@ def register_spec(spec: CompressorSpec) -> CompressorSpec:
     return spec
 
 
+#: Entry-point group of third-party compressors: each names a module that registers its spec
+#: (:func:`register_spec`) and its torch algorithm (``sim.compress.base.register_compressor``).
+ENTRY_POINT_GROUP = "compctl.compressors"
+_plugins_loaded = False
+
+
+#: The built-in compressors, one module each (spec and torch algorithm together).
+BUILTIN_PACKAGE = "sim.compress.algorithms"
+
+
 def _load_builtin() -> None:
-    # By name: the built-in specs import this module to register themselves.
-    importlib.import_module(f"{__package__}.specs")
+    global _plugins_loaded
+    if not _plugins_loaded:
+        # By name: each compressor's module imports this one to register its spec (and imports
+        # torch only when its algorithm runs, so loading the specs imports no torch).
+        _plugins_loaded = True
+        load_plugins(BUILTIN_PACKAGE, ENTRY_POINT_GROUP)
+
+
+def unregister_spec(name: str) -> None:
+    """Remove ``name`` from the registry (tests and plugins that register temporarily)."""
+    _SPECS.pop(name, None)
 
 
 def spec_names() -> list[str]:

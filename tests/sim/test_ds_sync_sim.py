@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 
 from sim.collectives import closed_form as cf
-from sim.control.types import Decision
+from sim.control.registry import policy_names, register_policy, unregister_policy
+from sim.control.types import Decision, Observation
 from sim.errors import InputError
 from sim.runner import SimConfig, run_simulation
 
@@ -129,3 +130,42 @@ def test_records_progress_is_finite_and_monotone() -> None:
     recs, _ = _run(workers=8, sync="ds-sync", groups=2, shuffle_every=4)
     p = recs["progress"].to_numpy()
     assert np.all(np.isfinite(p)) and np.all(np.diff(p) >= 0)
+
+
+class _Alternating:
+    """Test-only controller that chooses DS-Sync itself on odd steps."""
+
+    def reset(self, *, seed: int) -> None:
+        pass
+
+    def decide(self, obs: Observation) -> Decision:
+        if obs.step % 2:
+            return Decision("none", 1.0, "ring", sync="ds-sync", groups=4, shuffle_every=1)
+        return Decision("none", 1.0, "ring")
+
+
+def test_a_controller_may_choose_ds_sync_itself() -> None:
+    name = "test-ds-sync-alternating"
+    register_policy(name, "test only: DS-Sync on odd steps")(_Alternating)
+    try:
+        recs, _ = _run(workers=8, policy=name, iterations=6)
+    finally:
+        unregister_policy(name)
+    assert name not in policy_names()
+    assert list(recs["sync"]) == ["allreduce", "ds-sync"] * 3
+    assert list(recs["groups"]) == [1, 4] * 3
+    comm = recs["comm_s"].to_numpy()
+    assert (comm[1::2] < comm[0::2]).all()  # groups of 2 are cheaper than 8 ranks
+
+
+def test_validate_simulates_a_real_ds_sync_run_with_its_groups() -> None:
+    from analysis.validate import sim_config_for
+
+    meta = {
+        "source": "real",
+        "config": {"workload": "digits-mlp", "nproc": 4, "policy": "dense", "policy_params": {},
+                   "trace": "const:lat_ms=1,bw_gbps=1", "steps": 5, "seed": 2,
+                   "sync": "ds-sync", "groups": 2, "shuffle_every": 8},
+    }
+    cfg = sim_config_for(meta)
+    assert (cfg.sync, cfg.groups, cfg.shuffle_every) == ("ds-sync", 2, 8)
