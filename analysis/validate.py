@@ -27,6 +27,9 @@ to others) has these constants, each one a knob the simulator has:
 The simulated run's trace clock is aligned with the real one: the real clock starts at
 iteration 1 (iteration 0 is DDP's set-up), so the simulated trace is delayed by the simulated
 iteration 0. The first ``skip`` iterations (warm-up and set-up) are left out of the comparison.
+
+Size (over 400 lines): one procedure (configuration mapping, calibration, simulate-like,
+comparison) whose steps pass private intermediate results.
 """
 
 from __future__ import annotations

@@ -137,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out", action="store_true",
                         help="--tta on fresh generated traces (seeds never tuned on)")
     parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
+    parser.add_argument("--fidelity", default="analytic",
+                        help="--tta: simulator fidelity (analytic or stepwise)")
+    parser.add_argument("--policies", default="",
+                        help="--tta: comma-separated policies to run (default: all)")
+    parser.add_argument("--subset", action="store_true",
+                        help="--tta: three traces x resnet50, lstm-ptb x 8, 64 workers "
+                             "(for the slow stepwise fidelity)")
     parser.add_argument("--markdown", metavar="JSON",
                         help="--tta: print the Markdown tables of a saved --tta --json output")
     args = parser.parse_args(argv)
@@ -184,7 +191,13 @@ def _tta(args: argparse.Namespace) -> int:
         return 0
     traces = dict(tt.HELD_OUT) if args.held_out else {t: tt.CLASSES[t] for t in tt.BUNDLED}
     workloads, workers = (("resnet50",), (8, 64)) if args.quick else (tt.WORKLOADS, tt.WORKERS)
-    scs = tt.run_all(tt.scenarios(traces, workloads, workers), jobs=args.jobs)
+    if args.subset:
+        traces = {t: c for t, c in traces.items() if t in tt.SUBSET_TRACES} or dict(
+            list(traces.items())[:3])
+        workloads, workers = ("resnet50", "lstm-ptb"), (8, 64)
+    pols = [p for p in args.policies.split(",") if p] or None
+    scs = tt.run_all(tt.scenarios(traces, workloads, workers), jobs=args.jobs,
+                     fidelity=args.fidelity, policies=pols)
     summary = tt.summarise(scs)
     if args.json:
         rows = [{"trace": s.trace, "workload": s.workload, "workers": s.workers,

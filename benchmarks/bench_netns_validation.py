@@ -5,9 +5,9 @@ Usage: ``python benchmarks/bench_netns_validation.py [--ranks 2,4] [--steps 100]
 
 For every rank count, three stages, each on runs of its own:
 
-1. Transport calibration: the gloo allreduce microbenchmark through the netns topology
-   (``compctl calibrate --measure --netns-mbit``) at ``CAL_RATES`` Mbit/s, sizes 1 KiB..4 MiB
-   (powers of 4), fitted to the stepwise simulator's gloo transport (per-hop latency and
+1. Transport calibration: the gloo allreduce and allgather microbenchmark through the netns
+   topology (``compctl calibrate --measure --netns-mbit --allgather``) at ``CAL_RATES``
+   Mbit/s, sizes 1 KiB..4 MiB (powers of 4), fitted to the stepwise simulator's gloo transport (per-hop latency and
    bandwidth efficiency against each tbf rate). One fit per rank count: on a 2-core machine,
    4 ranks oversubscribe the cores and pay a different per-hop cost than 2.
 2. Compute calibration (seed 1, constant trace at ``CAL_TRACE``, a rate no validated run uses):
@@ -16,7 +16,8 @@ For every rank count, three stages, each on runs of its own:
    stepwise level under the transport calibration of stage 1.
 3. Validation (seed 2): dense, top-k 10% (allgather) and the delay-driven dc2-aimd (a target
    on the measured communication time), each under a constant trace (``CONST``) and a stepped
-   one (``STEPPED``, 50 <-> 10 Mbit/s), simulated with both calibrations, on the simulator's
+   one (``STEPPED``, 50 <-> 10 Mbit/s every second; the compressed policies' runs 3x as many
+   iterations as the dense ones, so every run crosses several changes), simulated with both calibrations, on the simulator's
    own clock and with the trace aligned to the real iterations (``--align-trace``); also the
    uncalibrated comparison (analytic level, bundled parameters) for contrast. The rates keep
    communication dominant: at 200 Mbit/s these small models' iterations are mostly compute,
@@ -56,10 +57,13 @@ CAL_RATES = [25.0, 100.0]
 CAL_SIZES = [1024 * 4**k for k in range(7)]  # 1 KiB .. 4 MiB
 CAL_TRACE = "const:lat_ms=1,bw_mbps=50"
 CONST = "const:lat_ms=1,bw_mbps=20"
-STEPPED = "steps:dur_s=2/2,lat_ms=1/1,bw_mbps=50/10,loop=true"
+STEPPED = "steps:dur_s=1/1,lat_ms=1/1,bw_mbps=50/10,loop=true"
 CAL_SEED, VAL_SEED = 1, 2
 WORKLOAD = "digits-cnn"
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
+# Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
+# so that every run crosses the stepped trace's changes a few times.
+STEPS_SCALE = {"dense": 1, "fixed-topk-10%": 3, "dc2-aimd": 3}
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}),
     "fixed-topk-10%": ("fixed", {"density": 0.1, "collective": "allgather"}),
@@ -74,7 +78,7 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
         points = read_csv(str(csv_path))
     else:
         points = measure_netns(CAL_RATES, n, max(CAL_SIZES), iters=3, sizes=CAL_SIZES,
-                               ranks=[n])
+                               ranks=[n], ops=("allreduce", "allgather"))
         write_csv(str(csv_path), points)
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0))
     doc = calibration_document(fit, source=f"netns microbenchmark, {n} ranks, tbf at "
@@ -84,14 +88,18 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
     tp = fit.transport
     return path, {"hop_latency_s": tp.hop_latency_s, "base_latency_s": tp.base_latency_s,
                   "hop_floor_s": tp.hop_floor_s, "latency_model": fit.latency_model,
+                  "allgather_efficiency": tp.allgather_efficiency,
                   "bandwidth_efficiency": tp.bandwidth_efficiency, **fit.summary()}
 
 
 def run_one(tmp: Path, name: str, n: int, policy: str, params: dict[str, Any], trace: str,
             seed: int, steps: int, agreement: str = "auto") -> Path:
-    """One netns run (written to ``tmp/name``; kept if there with ``REUSE``)."""
+    """One netns run (written to ``tmp/name``; kept if there, of the same trace and length,
+    with ``REUSE``)."""
     if REUSE and (tmp / name / "meta.json").is_file():
-        return tmp / name
+        cfg = json.loads((tmp / name / "meta.json").read_text()).get("config", {})
+        if cfg.get("trace") == trace and int(cfg.get("steps", -1)) == steps:
+            return tmp / name
     cfg = RealConfig(workload=WORKLOAD, nproc=n, steps=steps, emulation="netns", trace=trace,
                      policy=policy, policy_params=params, eval_every=steps, seed=seed,
                      agreement=agreement)
@@ -117,7 +125,7 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
     for tname, trace in (("constant", CONST), ("stepped", STEPPED)):
         for pname, (policy, params) in POLICIES.items():
             path = run_one(tmp, f"n{n}-val-{pname}-{tname}", n, policy, params, trace,
-                           VAL_SEED, steps)
+                           VAL_SEED, steps * STEPS_SCALE[pname])
             rec, _ = read_run(path)
             bad = int((rec["exposed_comm_s"] > rec["iter_s"] + 1e-12).sum())
             res, sim = validate(path, calibration=cal, **stepwise)  # type: ignore[arg-type]
@@ -169,7 +177,8 @@ def main() -> int:
     for b in out:
         t, c = b["transport"], b["calibration"]
         print(f"{b['ranks']} ranks: transport hop {t['hop_latency_s'] * 1e6:.1f} us added, "
-              f"floor {t['hop_floor_s'] * 1e6:.1f} us, efficiency "
+              f"floor {t['hop_floor_s'] * 1e6:.1f} us, allgather efficiency "
+              f"{t.get('allgather_efficiency', 0.0):.3f}, efficiency "
               f"{t['bandwidth_efficiency']:.3f} (fit MAPE {t['fit']['mean_abs_rel_error']:.1%}); "
               f"compute x{c['compute_scale']:.3f}, extra latency "
               f"{c['extra_latency_s'] * 1e6:.1f} us/term, compression x{c['compress_scale']:.3f}, "

@@ -44,6 +44,8 @@ CLASSES = {
     "geo-8region": "geo-distributed",
 }
 BUNDLED = tuple(CLASSES)
+#: Bundled traces of the ``--subset`` table (one stepped, one congestion, one delay-variation).
+SUBSET_TRACES = ("seed003-steps", "markov-congestion", "delay-highvar")
 WORKLOADS = ("resnet50", "bert-base", "lstm-ptb")
 WORKERS = (8, 64, 1024)
 #: Fresh traces from the generators with seeds never used while tuning (held out).
@@ -107,29 +109,29 @@ class Scenario:
 
 
 def _run(trace: str, workload: str, workers: int, policy: str, iters: int,
-         params: tuple[tuple[str, Any], ...]) -> Any:
+         params: tuple[tuple[str, Any], ...], fidelity: str = "analytic") -> Any:
     if trace.endswith(".csv") and not Path(trace).is_absolute():
         trace = str(_ROOT / trace)  # held-out files are named relative to the repository
     cfg = SimConfig(workload=workload, workers=workers, trace=trace, policy=policy,
-                    policy_params=params, iterations=iters, monitor="on")
+                    policy_params=params, iterations=iters, monitor="on", fidelity=fidelity)
     rec, _ = run_simulation(cfg)
     return rec
 
 
-def run_scenario(sc: Scenario, policies: Sequence[str]) -> Scenario:
+def run_scenario(sc: Scenario, policies: Sequence[str], fidelity: str = "analytic") -> Scenario:
     """Fill ``sc`` with every fixed density's and every policy's time to target."""
     sc.target = target_progress(sc.workload)
     iters = int(6 * sc.target)
     for d in GRID:
         comp = "none" if d >= 1.0 else "topk"
         rec = _run(sc.trace, sc.workload, sc.workers, "fixed", iters,
-                   (("density", d), ("compressor", comp), ("collective", "auto")))
+                   (("density", d), ("compressor", comp), ("collective", "auto")), fidelity)
         sc.fixed[d] = tta_s(rec, sc.target)
     for name in policies:
         params: tuple[tuple[str, Any], ...] = ()
         if name in ("oracle", "mpc"):
             params = (("target_progress", sc.target),)
-        rec = _run(sc.trace, sc.workload, sc.workers, name, iters, params)
+        rec = _run(sc.trace, sc.workload, sc.workers, name, iters, params, fidelity)
         sc.policies[name] = tta_s(rec, sc.target)
     return sc
 
@@ -140,15 +142,18 @@ def scenarios(traces: dict[str, str], workloads: Sequence[str], workers: Sequenc
     return [Scenario(t, w, n, c) for t, c in traces.items() for w in workloads for n in workers]
 
 
-def _one(args: tuple[Scenario, tuple[str, ...]]) -> Scenario:
+def _one(args: tuple[Scenario, tuple[str, ...], str]) -> Scenario:
     return run_scenario(*args)
 
 
-def run_all(scs: list[Scenario], jobs: int = 1) -> list[Scenario]:
-    """Run every scenario (``jobs`` processes)."""
-    pols = tuple(n for n in policy_names() if n != "fixed" and
-                 (not policy_info(n).sim_only or n == "oracle"))
-    work = [(sc, pols) for sc in scs]
+def run_all(scs: list[Scenario], jobs: int = 1, fidelity: str = "analytic",
+            policies: Sequence[str] | None = None) -> list[Scenario]:
+    """Run every scenario (``jobs`` processes): every registered policy (the oracle the only
+    sim-only one), or ``policies``."""
+    pols = tuple(policies) if policies is not None else tuple(
+        n for n in policy_names() if n != "fixed" and
+        (not policy_info(n).sim_only or n == "oracle"))
+    work = [(sc, pols, fidelity) for sc in scs]
     if jobs <= 1:
         return [_one(w) for w in work]
     with ProcessPoolExecutor(jobs) as pool:

@@ -20,6 +20,9 @@ Both take all randomness from ``seed`` (model initialisation via a forked torch 
 via numpy SeedSequence; the compressors' own RNG via their ``seed``), so a run is reproducible.
 Torch intra-op threads are left as the caller set them; results do not depend on them beyond
 floating-point summation order.
+
+Size (over 400 lines): one training loop with its simulated workers, capture and
+compressed reference runs sharing the same state and seeding.
 """
 
 from __future__ import annotations

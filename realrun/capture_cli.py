@@ -6,6 +6,9 @@
   (running the missing ones first).
 * ``convergence-predict``: predicted progress, loss/accuracy and iterations to a target for a
   density schedule.
+
+Size (over 400 lines): four related subcommands (capture and the three convergence-*
+commands) share their option sets and output format; each is short.
 """
 
 from __future__ import annotations

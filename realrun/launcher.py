@@ -17,6 +17,9 @@ only the launcher writes the run directory, so a stray rank never writes one.
 
 Several nodes: start ``compctl real --nnodes N --node-rank K --rdzv-endpoint HOST:PORT`` on each
 (node 0 writes the run), or use torchrun directly (see the README).
+
+Size (over 400 lines): process start, emulation set-up and guaranteed clean-up (signals,
+dead ranks, namespaces) must share one try/finally structure.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ environment (as torchrun sets them). Under torchrun the agent's store is used; s
 Records: one row per iteration, timings agreed across ranks (max), in the simulator's schema with
 ``source="real"``; with ``--log-dir`` every rank also appends its own measurements as it goes
 (:mod:`realrun.rank_log`), so a run that stops early keeps them.
+
+Size (over 400 lines): one rank's life (set-up, training loop, agreement, records,
+teardown) in order; the hook, emulation and lifecycle are separate modules.
 """
 
 from __future__ import annotations

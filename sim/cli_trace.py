@@ -6,6 +6,9 @@ anything is written (the entry point turns it into one line on stderr and exit s
 
 The trace library is :mod:`traces`, which sits below ``sim``; this front end lives in ``sim``
 because ``trace from-run`` counts a collective's latency terms with :mod:`sim.collectives`.
+
+Size (over 400 lines): the front end of every trace subcommand with its per-format option
+table; the logic is in traces/.
 """
 
 from __future__ import annotations

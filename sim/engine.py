@@ -29,6 +29,10 @@ given that model before the run. Per distinct decision the bucket terms, compres
 payload bytes are computed once and cached, so the per-iteration work is a short loop of float
 arithmetic and two ``bisect`` lookups per bucket. SimPy advances the clock with one timeout per
 iteration.
+
+Size (over 400 lines): the analytic engine: run set-up, the SimPy loop and the metadata of
+a run. Splitting it belongs to the stepwise-simulator work (sim/collectives,
+sim/engine_stepwise.py, sim/workload_costs.py already moved out).
 """
 
 from __future__ import annotations
@@ -362,6 +366,12 @@ class OracleContext:
         self.iterations = iterations
         self.progress = progress
         link = model.cluster.link
+        self._link = link
+        #: Dense bytes per worker of each gradient bucket (what ``Observation.bucket_bytes``
+        #: reports), so the oracle can price collectives bucket by bucket.
+        self.bucket_bytes: tuple[int, ...] = tuple(
+            int(b.numel * model.dtype_bytes) for b in model.buckets
+        )
         self._t: list[float] = link.time_s.tolist()
         self._period = link.period_s
         # Only the analytic model is paced by this one link (the stepwise network has its own
@@ -396,6 +406,10 @@ class OracleContext:
                 return out
             out.append(end)
             t = end
+
+    def link_state_at(self, t_s: float) -> tuple[float, float]:
+        """The true ``(latency_s, bandwidth_Bps)`` of the bottleneck link at ``t_s``."""
+        return float(self._link.latency_at(t_s)), float(self._link.bandwidth_at(t_s))
 
     def iteration_time_s(self, decision: Decision, start_s: float) -> float:
         """Duration of one iteration under ``decision`` starting at ``start_s`` (real trace,

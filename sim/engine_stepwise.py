@@ -17,6 +17,9 @@ level. The controller sees per-bucket communication times produced by these tran
 
 With the ``ideal`` transport on the flat topology and no pauses, an iteration equals the analytic
 one up to float rounding (tests check it).
+
+Size (over 400 lines): the stepwise iteration model mirrors sim/engine.py's analytic one
+step for step; the network walk is already in sim/stepwise_net.py.
 """
 
 from __future__ import annotations

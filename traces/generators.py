@@ -8,6 +8,9 @@ same arguments give the same trace on every machine and in every process.
 
 Synthetic traces *hold* their last state after ``duration_s`` unless ``loop=True``, in which case
 they repeat with period ``duration_s`` (measured traces, by contrast, loop by default).
+
+Size (over 400 lines): one short, independent generator per trace family (constant, steps,
+sine, walk, Markov, spikes) sharing validation helpers; the file is a catalogue.
 """
 
 from __future__ import annotations

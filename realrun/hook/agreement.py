@@ -151,10 +151,15 @@ class Agreement:
         norms: list[float] | None,
         timed: bool,
     ) -> IterationStats:
-        """Feed the monitor (and the VAR owner) with one iteration's agreed row; record it."""
+        """Feed the monitor (and the VAR owner) with one iteration's agreed row; record it.
+
+        Warm-up iterations do not feed the monitor: their collectives include the process
+        group's connection set-up and DDP's bucket rebuild (seconds on a loaded machine), not
+        the link, and one such duration would anchor the bandwidth estimate far too low."""
         services = tmax[SERVICE_COL : SERVICE_COL + len(cur.intervals)]
-        for iv, svc in zip(cur.intervals, services, strict=True):
-            self.monitor.observe(iv.terms.n_alpha, iv.terms.n_bytes, max(svc, 0.0))
+        if not cur.warmup:
+            for iv, svc in zip(cur.intervals, services, strict=True):
+                self.monitor.observe(iv.terms.n_alpha, iv.terms.n_bytes, max(svc, 0.0))
         if self.var_owner is not None and norms is not None:
             self.var_owner.update(norms)
         lat, bw = self.monitor.estimate()

@@ -30,7 +30,7 @@ What travels, by :attr:`Compressed.layout`:
     ``decompress`` each with :meth:`Compressed.with_tensors`, then ``aggregate``.
 ``"lowrank"``
     ``tensors == [p, q]`` (PowerSGD). Multi-rank use needs two allreduces; see
-    :mod:`sim.compress.powersgd` for the step API (``compress_p``, ``compress_q``,
+    :mod:`sim.compress.algorithms.powersgd` for the step API (``compress_p``, ``compress_q``,
     ``decompress_pq``).
 
 State (residuals, momenta, PowerSGD's warm-start Q, SIDCo's stage count) is keyed by ``key``: use
@@ -39,6 +39,9 @@ bucket index, so state survives DDP's bucket rebuild after the first iteration. 
 changes is reset with a log message. Every stateful object has ``state_dict``/``load_state_dict``.
 
 Randomness comes only from :func:`generator_for` (seed, key, step), so every rank draws the same.
+
+Size (over 400 lines): the torch-side contract (Compressed, Compressor, Memory,
+registries, the shared error-feedback step) is one API that every compressor module imports.
 """
 
 from __future__ import annotations
@@ -54,11 +57,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
-import torch
 
+from compctl_base.plugins import load_plugins
 from sim.errors import InputError
 
-from .spec import CompressorSpec, get_spec
+from .kernels.lazy import torch
+from .spec import BUILTIN_PACKAGE, ENTRY_POINT_GROUP, CompressorSpec, get_spec
 
 __all__ = [
     "Key",
@@ -68,6 +72,7 @@ __all__ = [
     "Compressor",
     "Memory",
     "register_compressor",
+    "unregister_compressor",
     "register_memory",
     "make_compressor",
     "make_memory",
@@ -279,27 +284,22 @@ _M = TypeVar("_M", bound=type[Memory])
 _COMPRESSORS: dict[str, Callable[..., Compressor]] = {}
 _MEMORIES: dict[str, Callable[..., Memory]] = {}
 
-#: Modules that register the built-in compressors and memories (imported on first use).
-_BUILTIN_MODULES = (
-    "none",
-    "fp16",
-    "topk",
-    "randomk",
-    "threshold",
-    "dgc",
-    "gaussiank",
-    "redsync",
-    "sidco",
-    "qsgd",
-    "signsgd",
-    "powersgd",
-    "memory",
-)
+_plugins_loaded = False
 
 
 def _load_builtin() -> None:
-    for mod in _BUILTIN_MODULES:
-        importlib.import_module(f"{__package__}.{mod}")
+    global _plugins_loaded
+    if not _plugins_loaded:
+        # Every module of sim.compress.algorithms (one compressor each), third-party ones
+        # (entry-point group compctl.compressors, as for the specs), and the memories.
+        _plugins_loaded = True
+        load_plugins(BUILTIN_PACKAGE, ENTRY_POINT_GROUP)
+        importlib.import_module(f"{__package__}.memory")
+
+
+def unregister_compressor(name: str) -> None:
+    """Remove ``name`` from the registry (tests and plugins that register temporarily)."""
+    _COMPRESSORS.pop(name, None)
 
 
 def register_compressor(name: str) -> Callable[[_C], _C]:

@@ -18,6 +18,9 @@ follow the data, a direction they cannot resolve stays put, so a change in the d
 latency-dominated collectives moves the latency, not the bandwidth.
 
 Pure: numpy only.
+
+Size (over 400 lines): the estimators (least squares, robust split, Kalman filter) share
+the observation window and are selected by one parameter.
 """
 
 from __future__ import annotations

@@ -29,6 +29,10 @@ Example::
 Every expanded configuration is validated (by the simulator's own ``SimConfig.from_dict`` in
 the real command) *before* any run starts, so a typo fails at once with a message naming the
 field and the run it came from.
+
+Size (over 400 lines): the spec format is one contract (sections, axes, expansion,
+validation with every error naming its TOML key); split, each half would restate the other's
+rules.
 """
 
 from __future__ import annotations

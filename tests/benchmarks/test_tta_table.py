@@ -43,3 +43,27 @@ def test_summary_counts_the_done_when_bars() -> None:
     assert s["best_adaptive_within_5pct_of_oracle"] == 1
     assert s["best_adaptive_at_least_best_fixed"] == 1
     assert s["winner_per_class"] == {"congestion": "mpc", "stepped": "mpc"}
+
+
+def test_held_out_real_traces_are_in_the_repository() -> None:
+    tt = _module()
+    files = [t for t in tt.HELD_OUT if t.endswith(".csv")]
+    assert files, "the held-out set names at least one imported real trace"
+    root = _PATH.parents[1]
+    for f in files:
+        text = (root / f).read_text()
+        assert "# source:" in text and "time_s,latency_s,bandwidth_Bps" in text
+
+
+def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "bench_real_tta", _PATH.parent / "bench_real_tta.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    n = 30
+    loss = [2.0] * 15 + [1.0] * 15  # trailing mean of 10 reaches 1.5 at index 19
+    rec = pd.DataFrame({"loss": loss, "start_s": [float(i) for i in range(n)],
+                        "iter_s": [1.0] * n})
+    assert mod.time_to_target_s(rec, 1.5) == 20.0
+    assert math.isinf(mod.time_to_target_s(rec, 0.5))

@@ -59,26 +59,34 @@ def _policies() -> list[str]:
     return [p for p in policy_names() if not policy_info(p).sim_only]
 
 
-def _real_config(policy: str) -> Any:
+def _real_config(policy: str, params: dict[str, Any] | None = None) -> Any:
     from realrun.config import RealConfig
 
-    return RealConfig(workload=WORKLOAD, nproc=2, policy=policy, trace=TRACE, steps=STEPS,
-                      seed=SEED, emulation="hook")
+    return RealConfig(workload=WORKLOAD, nproc=2, policy=policy, policy_params=params or {},
+                      trace=TRACE, steps=STEPS, seed=SEED, emulation="hook")
 
 
-def _sim_config(policy: str) -> SimConfig:
-    return SimConfig(workload=WORKLOAD, workers=2, trace=TRACE, policy=policy, iterations=STEPS,
-                     seed=SEED, convergence="off")
+def _sim_config(policy: str, params: dict[str, Any] | None = None) -> SimConfig:
+    return SimConfig(workload=WORKLOAD, workers=2, trace=TRACE, policy=policy,
+                     policy_params=params or {}, iterations=STEPS, seed=SEED, convergence="off")
 
 
-def _real_rank(rank: int, world: int, policies: list[str]) -> dict[str, Any]:
+def _real_rank(rank: int, world: int, policies: list[str],
+               params: dict[str, dict[str, Any]] | None = None,
+               plugins: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every policy of ``policies`` through the real hook on this rank; ``plugins`` are modules
+    to import first (they register extra policies or compressors in this process)."""
+    import importlib
+
     from realrun.hook import compression_hook
     from realrun.traceplayer import TracePlayer
     from realrun.worker import hook_state_for
 
+    for module in plugins:
+        importlib.import_module(module)
     logs = {}
     for policy in policies:
-        cfg = _real_config(policy)
+        cfg = _real_config(policy, (params or {}).get(policy))
         rec = Recorder(cfg.controller())
         torch.manual_seed(0)
         net = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 10))
@@ -112,8 +120,10 @@ def real_logs() -> list[dict[str, Any]]:
     return run_ranks(_real_rank, 2, _policies())
 
 
-@pytest.fixture(scope="module")
-def sim_logs() -> dict[str, list[tuple[Observation, Decision]]]:
+def simulate_recorded(
+    policies: list[str], params: dict[str, dict[str, Any]] | None = None
+) -> dict[str, list[tuple[Observation, Decision]]]:
+    """Every policy through the simulator; the (observation, decision) log of each."""
     import sim.engine as engine
     from sim.runner import run_simulation
 
@@ -128,19 +138,24 @@ def sim_logs() -> dict[str, list[tuple[Observation, Decision]]]:
     mp.setattr(engine, "make_controller", recording)
     try:
         logs = {}
-        for policy in _policies():
-            run_simulation(_sim_config(policy))
+        for policy in policies:
+            run_simulation(_sim_config(policy, (params or {}).get(policy)))
             logs[policy] = made[-1].log
     finally:
         mp.undo()
     return logs
 
 
-def _sim_built(policy: str) -> Any:
+@pytest.fixture(scope="module")
+def sim_logs() -> dict[str, list[tuple[Observation, Decision]]]:
+    return simulate_recorded(_policies())
+
+
+def _sim_built(policy: str, params: dict[str, Any] | None = None) -> Any:
     """A fresh controller, built as the simulator's engine builds it."""
     from sim.workloads import load_profile
 
-    cfg = _sim_config(policy)
+    cfg = _sim_config(policy, params)
     return make_controller(cfg.policy, cfg.resolved_policy_params(), seed=cfg.seed,
                            workload=load_profile(cfg.workload).name)
 

@@ -31,6 +31,9 @@ rolling target). The gain of a density other than the one in force is the model'
 the ratio of the measured gain (``Observation.gain``) to the model's gain at the density in force,
 so a real run's measured gains calibrate the model online. Between re-plans the density holds.
 The controller reads nothing but its observations: it runs unchanged in real runs.
+
+Size (over 400 lines): one controller: its model fitting, prediction and optimisation
+share private state across the window.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from sim.errors import InputError
 from ..decision_builder import parse_densities
 from ..progress import ProgressModel, UsesProgressModel
 from ..registry import register_policy
-from ..selector import DEFAULT_ALLOWED
+from ..selector import DEFAULT_ALLOWED, select_decision
 from ..types import Decision, Observation
 from .oracle_plan import Planner
 
@@ -92,6 +92,7 @@ class OraclePolicy(UsesProgressModel):
             if not colls:
                 raise ValueError(f"compressor {comp!r} can use none of {', '.join(allowed)}")
             self._options.append([Decision(comp, d, c) for c in colls])
+        self._allowed = tuple(allowed)
         self._ctx: Any = None
         self._plan: tuple[list[float], list[int]] | None = None
         self.reset(seed=0)
@@ -103,6 +104,18 @@ class OraclePolicy(UsesProgressModel):
         if isinstance(model, ProgressModel):
             self.bind_progress(model)
         self.reset(seed=0)
+
+    def _per_bucket(self, decision: Decision, t_s: float) -> Decision | None:
+        """Each bucket over its cheapest collective on the true link at ``t_s``, when the
+        context knows the buckets and the link and the buckets would not all agree."""
+        state = getattr(self._ctx, "link_state_at", None)
+        sizes = getattr(self._ctx, "bucket_bytes", ())
+        if state is None or len(set(sizes)) < 2:
+            return None
+        lat, bw = state(t_s)
+        d = select_decision(lat, bw, self._ctx.world_size, float(self._ctx.workload_grad_bytes),
+                            sizes, decision.density, decision.compressor, allowed=self._allowed)
+        return d if d.bucket_collectives else None
 
     def reset(self, *, seed: int) -> None:
         """Forget the clock and the plan (the binding is kept: it belongs to the run)."""
@@ -132,14 +145,17 @@ class OraclePolicy(UsesProgressModel):
             start_s = float(now()) if callable(now) else self._clock_s
         if self._plan is None:
             planner = Planner(
-                self._ctx, self.progress_model, self._options, self._target(), start_s
+                self._ctx, self.progress_model, self._options, self._target(), start_s,
+                per_bucket=self._per_bucket,
             )
             self._plan = planner.search(self.windows, self.passes)
         bounds, choice = self._plan
         w = max(0, bisect_right(bounds, start_s) - 1)
         best: Decision | None = None
         best_time = 0.0
-        for decision in self._options[choice[w]]:
+        options = self._options[choice[w]]
+        extra = self._per_bucket(options[0], start_s)
+        for decision in options if extra is None else [*options, extra]:
             t = float(self._ctx.iteration_time_s(decision, start_s))
             if best is None or t < best_time:
                 best, best_time = decision, t

@@ -21,6 +21,7 @@ that starts and ends inside one state reuses the duration computed for that stat
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..progress import ProgressModel
@@ -43,6 +44,8 @@ class Planner:
         start_s: the clock at the first iteration.
         max_iterations: replays stop (never reaching the target) after this many iterations;
             default ``20 * target + 2000``.
+        per_bucket: optional ``(decision, t) -> decision or None``: the per-bucket choice of
+            ``decision``'s density at time ``t`` (see :meth:`decisions`).
     """
 
     def __init__(
@@ -53,8 +56,10 @@ class Planner:
         target: float,
         start_s: float,
         max_iterations: int | None = None,
+        per_bucket: Callable[[Decision, float], Decision | None] | None = None,
     ) -> None:
         self.ctx = ctx
+        self.per_bucket = per_bucket
         self.model = model
         self.options = options
         self.target = float(target)
@@ -67,6 +72,15 @@ class Planner:
         self.bounds: list[float] = [self.start_s]
         self.replays = 0
 
+    def decisions(self, i: int, t: float) -> list[Decision]:
+        """Density ``i``'s candidate decisions at time ``t``: one per usable collective, plus
+        the per-bucket choice (each bucket over its cheapest collective on the true link at
+        ``t``) when the buckets would not all take the same one."""
+        if self.per_bucket is None:
+            return self.options[i]
+        extra = self.per_bucket(self.options[i][0], t)
+        return self.options[i] if extra is None else [*self.options[i], extra]
+
     def _time(self, i: int, t: float) -> float:
         """Least true iteration time among density ``i``'s collectives, starting at ``t``."""
         seg = self._segment(t) if self._segment is not None else None
@@ -74,7 +88,7 @@ class Planner:
             dur = self._cache.get((i, seg[0]))
             if dur is not None and t + dur <= seg[1]:
                 return dur
-        dur = min(float(self.ctx.iteration_time_s(d, t)) for d in self.options[i])
+        dur = min(float(self.ctx.iteration_time_s(d, t)) for d in self.decisions(i, t))
         if seg is not None and t + dur <= seg[1]:
             self._cache[(i, seg[0])] = dur
         return dur
