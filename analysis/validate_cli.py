@@ -284,7 +284,8 @@ def _measure_now(args: argparse.Namespace, meta: dict[str, Any], mode: str, tran
     run_calibrate(argparse.Namespace(
         nccl_tests=[], ranks=None, csv=[], measure=True, max_ranks=n,
         max_bytes=str(_largest_message_bytes(meta)), iters=3 if rates else 10,
-        netns_mbit=rates, min_ranks=n if rates else 2, save_measurements=None,
+        netns_mbit=rates, min_ranks=n if rates else 2, allgather=bool(rates),
+        save_measurements=None,
         transport=transport, collective="ring", link_gbps=None, link_latency_ms=0.0,
         host_copy_gbytes=None, fit_max_bytes=None, fit_ranks=None, out=out, json=False))
     return out

@@ -5,9 +5,9 @@ Usage: ``python benchmarks/bench_netns_validation.py [--ranks 2,4] [--steps 100]
 
 For every rank count, three stages, each on runs of its own:
 
-1. Transport calibration: the gloo allreduce microbenchmark through the netns topology
-   (``compctl calibrate --measure --netns-mbit``) at ``CAL_RATES`` Mbit/s, sizes 1 KiB..4 MiB
-   (powers of 4), fitted to the stepwise simulator's gloo transport (per-hop latency and
+1. Transport calibration: the gloo allreduce and allgather microbenchmark through the netns
+   topology (``compctl calibrate --measure --netns-mbit --allgather``) at ``CAL_RATES``
+   Mbit/s, sizes 1 KiB..4 MiB (powers of 4), fitted to the stepwise simulator's gloo transport (per-hop latency and
    bandwidth efficiency against each tbf rate). One fit per rank count: on a 2-core machine,
    4 ranks oversubscribe the cores and pay a different per-hop cost than 2.
 2. Compute calibration (seed 1, constant trace at ``CAL_TRACE``, a rate no validated run uses):
@@ -78,7 +78,7 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
         points = read_csv(str(csv_path))
     else:
         points = measure_netns(CAL_RATES, n, max(CAL_SIZES), iters=3, sizes=CAL_SIZES,
-                               ranks=[n])
+                               ranks=[n], ops=("allreduce", "allgather"))
         write_csv(str(csv_path), points)
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0))
     doc = calibration_document(fit, source=f"netns microbenchmark, {n} ranks, tbf at "
@@ -88,6 +88,7 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
     tp = fit.transport
     return path, {"hop_latency_s": tp.hop_latency_s, "base_latency_s": tp.base_latency_s,
                   "hop_floor_s": tp.hop_floor_s, "latency_model": fit.latency_model,
+                  "allgather_efficiency": tp.allgather_efficiency,
                   "bandwidth_efficiency": tp.bandwidth_efficiency, **fit.summary()}
 
 
@@ -176,7 +177,8 @@ def main() -> int:
     for b in out:
         t, c = b["transport"], b["calibration"]
         print(f"{b['ranks']} ranks: transport hop {t['hop_latency_s'] * 1e6:.1f} us added, "
-              f"floor {t['hop_floor_s'] * 1e6:.1f} us, efficiency "
+              f"floor {t['hop_floor_s'] * 1e6:.1f} us, allgather efficiency "
+              f"{t.get('allgather_efficiency', 0.0):.3f}, efficiency "
               f"{t['bandwidth_efficiency']:.3f} (fit MAPE {t['fit']['mean_abs_rel_error']:.1%}); "
               f"compute x{c['compute_scale']:.3f}, extra latency "
               f"{c['extra_latency_s'] * 1e6:.1f} us/term, compression x{c['compress_scale']:.3f}, "

@@ -58,6 +58,7 @@ def measure(
     netns_bandwidth_Bps: float | None = None,
     ranks: list[int] | None = None,
     sizes: list[int] | None = None,
+    ops: tuple[str, ...] = ("allreduce",),
 ) -> list[Measurement]:
     """Median allreduce times for ranks ``2..max_ranks`` (or ``ranks``) and sizes
     1 KiB..``max_bytes`` (or ``sizes``), over loopback or, with ``netns_bandwidth_Bps``,
@@ -76,8 +77,12 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="compctl-bench-") as tmp:
         for n in counts:
             result = Path(tmp) / f"r{n}.json"
-            times = _measure_one(n, sizes, iters, warmup, timeout_s, netns_bandwidth_Bps, result)
-            out += [Measurement(n, float(s), float(t)) for s, t in zip(sizes, times, strict=True)]
+            times = _measure_one(n, sizes, iters, warmup, timeout_s, netns_bandwidth_Bps, result,
+                                 ops)
+            for k, op in enumerate(ops):
+                got = times[k * len(sizes):(k + 1) * len(sizes)]
+                out += [Measurement(n, float(s), float(t), op=op)
+                        for s, t in zip(sizes, got, strict=True)]
     return out
 
 
@@ -90,9 +95,11 @@ def measure_netns(
     cap_s: float = 4.0,
     sizes: list[int] | None = None,
     ranks: list[int] | None = None,
+    ops: tuple[str, ...] = ("allreduce",),
 ) -> list[Measurement]:
     """:func:`measure` through tbf at each rate (Mbit/s), each point naming its link rate;
-    sizes whose ideal ring time ``2 (n-1)/n size / rate`` exceeds ``cap_s`` are skipped."""
+    sizes whose ideal ring time ``2 (n-1)/n size / rate`` exceeds ``cap_s`` are skipped.
+    ``ops``: allreduce and/or allgather (``size`` bytes from every rank)."""
     if max_ranks < 2:
         raise InputError(f"--max-ranks must be >= 2, got {max_ranks}")
     all_sizes = message_sizes(max_bytes) if sizes is None else list(sizes)
@@ -104,14 +111,16 @@ def measure_netns(
             if not fit:
                 continue
             pts = measure(n, max(fit), iters=iters, warmup=1, timeout_s=60.0 + 12.0 * cap_s *
-                          (iters + 1) * len(fit), netns_bandwidth_Bps=bw, ranks=[n], sizes=fit)
-            out += [Measurement(m.ranks, m.size_bytes, m.time_s, bw) for m in pts]
+                          (iters + 1) * len(fit) * len(ops), netns_bandwidth_Bps=bw, ranks=[n],
+                          sizes=fit, ops=ops)
+            out += [Measurement(m.ranks, m.size_bytes, m.time_s, bw, m.op) for m in pts]
     return out
 
 
 def _measure_one(n: int, sizes: list[int], iters: int, warmup: int, timeout_s: float,
-                 netns_bandwidth_Bps: float | None, result: Path) -> list[float]:
-    """One ``n``-rank benchmark; the median time per size."""
+                 netns_bandwidth_Bps: float | None, result: Path,
+                 ops: tuple[str, ...] = ("allreduce",)) -> list[float]:
+    """One ``n``-rank benchmark; the median time per size, op after op."""
     import contextlib
 
     from .launcher import free_port
@@ -138,7 +147,7 @@ def _measure_one(n: int, sizes: list[int], iters: int, warmup: int, timeout_s: f
                 env["GLOO_SOCKET_IFNAME"] = iface
             cmd = [*prefixes[r], sys.executable, "-m", "realrun.allreduce_bench", "--sizes",
                    ",".join(map(str, sizes)), "--iters", ",".join(map(str, counts)),
-                   "--warmup", str(warmup)]
+                   "--warmup", str(warmup), "--ops", ",".join(ops)]
             if r == 0:
                 cmd += ["--out", str(result)]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
@@ -186,6 +195,7 @@ def _worker(argv: list[str]) -> int:
     ap.add_argument("--sizes", required=True)
     ap.add_argument("--iters", required=True, help="repeats per size (comma-separated)")
     ap.add_argument("--warmup", type=int, required=True)
+    ap.add_argument("--ops", default="allreduce")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -199,19 +209,30 @@ def _worker(argv: list[str]) -> int:
     for _ in range(10):
         dist.all_reduce(small)
     medians = []
-    for size, count in zip(sizes, counts, strict=True):
-        buf = torch.ones(max(1, size // 4), dtype=torch.float32)
-        for _ in range(a.warmup):
-            dist.all_reduce(buf)
-        ts = []
-        for _ in range(count):
-            dist.barrier()
-            t0 = time.perf_counter()
-            dist.all_reduce(buf)
-            ts.append(time.perf_counter() - t0)
-        worst = torch.tensor(ts, dtype=torch.float64)
-        dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-        medians.append(statistics.median(worst.tolist()))
+    world = dist.get_world_size()
+    for op in a.ops.split(","):
+        for size, count in zip(sizes, counts, strict=True):
+            buf = torch.ones(max(1, size // 4), dtype=torch.float32)
+            parts = [torch.empty_like(buf) for _ in range(world)]
+
+            def once(buf: torch.Tensor = buf, parts: list[torch.Tensor] = parts,
+                     op: str = op) -> None:
+                if op == "allgather":
+                    dist.all_gather(parts, buf)
+                else:
+                    dist.all_reduce(buf)
+
+            for _ in range(a.warmup):
+                once()
+            ts = []
+            for _ in range(count):
+                dist.barrier()
+                t0 = time.perf_counter()
+                once()
+                ts.append(time.perf_counter() - t0)
+            worst = torch.tensor(ts, dtype=torch.float64)
+            dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+            medians.append(statistics.median(worst.tolist()))
     dist.destroy_process_group()
     if a.out:
         Path(a.out).write_text(json.dumps(medians))

@@ -52,6 +52,9 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     rates = parse_rates_mbit(args.netns_mbit) if args.netns_mbit else None
     if rates is not None and not args.measure:
         raise InputError("--netns-mbit needs --measure")
+    if getattr(args, "allgather", False) and rates is None:
+        raise InputError("--allgather needs --measure --netns-mbit (allgather points need "
+                         "their link rates)")
     if rates is not None and args.link_gbps is not None:
         raise InputError("--netns-mbit measures on links of known rates: give no --link-gbps")
     if args.transport not in TRANSPORTS:
@@ -94,8 +97,10 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
             sources.append(f"gloo loopback microbenchmark, CPU tensors, ranks "
                            f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of {args.iters}")
         else:
+            ops = ("allreduce", "allgather") if getattr(args, "allgather", False) else (
+                "allreduce",)
             points += measure_netns(rates, args.max_ranks, max_bytes, iters=args.iters,
-                                    ranks=counts)
+                                    ranks=counts, ops=ops)
             sources.append(f"gloo netns microbenchmark (tbf on veth at "
                            f"{', '.join(f'{r:g}' for r in rates)} Mbit/s), CPU tensors, ranks "
                            f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of "

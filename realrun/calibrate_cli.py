@@ -57,6 +57,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "netns` (root): one namespace per rank, tbf at each of these rates (Mbit/s) "
                    "on every rank's veth; sizes whose ideal transfer exceeds "
                    f"{NETNS_CAP_S:g} s are skipped")
+    p.add_argument("--allgather", action="store_true",
+                   help="--measure --netns-mbit: time allgathers too and fit their own "
+                   "efficiency (allgather_efficiency)")
     p.add_argument("--max-ranks", type=int, default=2, help="--measure: ranks 2..N (2)")
     p.add_argument("--min-ranks", type=int, default=2,
                    help="--measure: smallest rank count (2)")
@@ -95,7 +98,10 @@ def _run(args: argparse.Namespace) -> int:
     lines = [
         f"transport {name}: base latency {params['base_latency_s'] * 1e6:.2f} us, "
         f"per-hop latency {params['hop_latency_s'] * 1e6:.2f} us, "
-        f"bandwidth efficiency {params['bandwidth_efficiency']:.4f}",
+        f"per-hop floor {params['hop_floor_s'] * 1e6:.2f} us, "
+        f"bandwidth efficiency {params['bandwidth_efficiency']:.4f}"
+        + (f", allgather efficiency {params['allgather_efficiency']:.4f}"
+           if params["allgather_efficiency"] else ""),
         doc["note"],
         f"{'ranks':>5} {'Mbit/s':>7} {'bytes':>12} {'measured_ms':>12} {'predicted_ms':>12} "
         f"{'error':>8}",
@@ -104,9 +110,10 @@ def _run(args: argparse.Namespace) -> int:
         tag = "  held out" if p["held_out"] else ""
         bw = p.get("bandwidth_Bps")
         rate = "-" if bw is None else f"{bw * 8e-6:g}"
+        op = "" if p.get("op", "allreduce") == "allreduce" else " allgather"
         lines.append(f"{p['ranks']:>5} {rate:>7} {p['bytes']:>12.0f} "
                      f"{p['measured_s'] * 1e3:>12.4f} "
-                     f"{p['predicted_s'] * 1e3:>12.4f} {p['rel_error']:>+8.2%}{tag}")
+                     f"{p['predicted_s'] * 1e3:>12.4f} {p['rel_error']:>+8.2%}{tag}{op}")
     for key, s in report["summary"].items():
         lines.append(f"{key}: {s['points']} points, mean |error| {s['mean_abs_rel_error']:.2%}, "
                      f"max {s['max_abs_rel_error']:.2%}, rms {s['rms_rel_error']:.2%}")

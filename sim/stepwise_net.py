@@ -9,7 +9,8 @@ then costs
   transport's per-hop latency;
 - ``X``: the time the most loaded link needs for its bytes (flows sharing a link share its
   bandwidth; the step ends when its most loaded link has drained), at the transport's
-  bandwidth efficiency, and no faster than a TCP window allows per connection; and at least
+  bandwidth efficiency (an allgather's own, if the transport has one), and no faster than a
+  TCP window allows per connection; and at least
   the transport's ``hop_floor_s`` (per-hop software time that overlaps the transfer).
 
 Chunk pipelining: with ``chunk_bytes`` each step's message is cut into ``C`` chunks. A link is
@@ -67,6 +68,7 @@ class CompiledPhase:
     repeats: int
     traced: bool  # whether any link used follows a trace
     name: str = ""
+    efficiency: float = 0.0  # bandwidth efficiency of this phase (0: the transport's)
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,6 +207,9 @@ class StepwiseNetwork:
         biggest = 0.0
         traced = False
         mask = self.states._mask
+        eff = 0.0
+        if schedule.collective.startswith("allgather"):
+            eff = self.transport.allgather_efficiency
         for ph in schedule.phases:
             if ph.steps == 0:
                 continue
@@ -221,7 +226,8 @@ class StepwiseNetwork:
                 continue
             t = bool(mask[used].any())
             traced = traced or t
-            phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t, ph.name))
+            phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t, ph.name,
+                                        eff))
             biggest = max(biggest, float(ph.nbytes.max()))
         cb = self.transport.chunk_bytes
         chunks = max(1, math.ceil(biggest / cb)) if cb > 0 else 1
@@ -260,7 +266,8 @@ class StepwiseNetwork:
         tp = self.transport
         lat_path = np.where(ph.paths >= 0, lat[ph.paths], 0.0).sum(axis=1)
         d = float(lat_path.max()) + tp.hop_latency_s
-        x = float((ph.load_bytes / (bw[ph.links] * tp.bandwidth_efficiency)).max())
+        eff = ph.efficiency if ph.efficiency > 0 else tp.bandwidth_efficiency
+        x = float((ph.load_bytes / (bw[ph.links] * eff)).max())
         if tp.window_bytes > 0:
             rtt = 2.0 * lat_path
             capped = ph.msg_bytes * rtt / tp.window_bytes

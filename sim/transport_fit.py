@@ -24,7 +24,9 @@ Points that name their link bandwidth (measured on shaped links, possibly severa
 predicted each on its own link, and the third parameter is ``bandwidth_efficiency`` itself:
 the fraction of the shaped rate a transfer reaches (TCP/IP and Ethernet headers, ACKs sharing
 the shaped egress, the congestion controller's pacing). A file fitted this way applies to a
-simulation of any link rate, as the trace gives it.
+simulation of any link rate, as the trace gives it. Such points may also time allgathers
+(``op`` allgather: ``bytes`` from every rank, the simulator's ``allgather`` schedule); a fourth
+parameter, ``allgather_efficiency``, is then fitted for them.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ __all__ = [
 ]
 
 
+#: What a measurement timed: an allreduce of ``bytes`` per rank, or an allgather of ``bytes``
+#: from every rank.
+OPS = ("allreduce", "allgather")
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One measured allreduce: ``size_bytes`` per rank over ``ranks`` ranks took ``time_s``."""
@@ -63,6 +70,7 @@ class Measurement:
     size_bytes: float
     time_s: float
     bandwidth_Bps: float | None = None
+    op: str = "allreduce"
 
     def check(self, where: str) -> None:
         """Raise :class:`InputError` (naming ``where``) unless the point is usable."""
@@ -72,6 +80,8 @@ class Measurement:
             raise InputError(f"{where}: bytes must be > 0, got {self.size_bytes}")
         if not math.isfinite(self.time_s) or self.time_s <= 0:
             raise InputError(f"{where}: seconds must be > 0, got {self.time_s}")
+        if self.op not in OPS:
+            raise InputError(f"{where}: op must be one of {', '.join(OPS)}, got {self.op!r}")
         bw = self.bandwidth_Bps
         if bw is not None and not (math.isfinite(bw) and bw > 0):
             raise InputError(f"{where}: bandwidth_Bps must be > 0, got {bw}")
@@ -100,13 +110,15 @@ def read_csv(path: str) -> list[Measurement]:
                          f"missing {missing[0]!r}")
     col = {k: head.index(k) for k in need}
     bw_col = head.index("bandwidth_bps") if "bandwidth_bps" in head else None
+    op_col = head.index("op") if "op" in head else None
     out = []
     for i, row in enumerate(rows[1:], start=2):
         where = f"measurements {path} line {i}"
         try:
             bw_cell = row[bw_col].strip() if bw_col is not None else ""
+            op = (row[op_col].strip() if op_col is not None else "") or "allreduce"
             m = Measurement(int(row[col["ranks"]]), float(row[col["bytes"]]),
-                            float(row[col["seconds"]]), float(bw_cell) if bw_cell else None)
+                            float(row[col["seconds"]]), float(bw_cell) if bw_cell else None, op)
         except (ValueError, IndexError):
             raise InputError(f"{where}: expected integer ranks and numeric bytes, seconds"
                              "(, bandwidth_Bps)") from None
@@ -157,7 +169,12 @@ def write_csv(path: str, points: list[Measurement]) -> None:
     """Write ``points`` as a CSV :func:`read_csv` reads back (atomically)."""
     from compctl_base.atomic_files import atomic_write_bytes
 
-    if any(m.bandwidth_Bps is not None for m in points):
+    if any(m.op != "allreduce" for m in points):
+        lines = ["ranks,bytes,seconds,bandwidth_Bps,op"]
+        lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r},"
+                  f"{'' if m.bandwidth_Bps is None else repr(m.bandwidth_Bps)},{m.op}"
+                  for m in points]
+    elif any(m.bandwidth_Bps is not None for m in points):
         lines = ["ranks,bytes,seconds,bandwidth_Bps"]
         lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r},"
                   f"{'' if m.bandwidth_Bps is None else repr(m.bandwidth_Bps)}" for m in points]
@@ -256,7 +273,12 @@ def fit_transport(
     if len(train) < 2:
         raise InputError(f"only {len(train)} measurement(s) left to fit on; need at least 2")
     base_held = len({m.ranks for m in train}) < 2
-    unit = replace(base, bandwidth_efficiency=1.0)
+    gathers = any(m.op == "allgather" for m in train)
+    if any(m.op == "allgather" for m in points) and not per_point:
+        raise InputError("allgather measurements need their link rates (netns measurements or "
+                         "a bandwidth_Bps column)")
+    unit = replace(base, bandwidth_efficiency=1.0, allgather_efficiency=0.0)
+    ag = 3 if not base_held else 2  # index of the allgather efficiency in x
 
     def transport_for(x: np.ndarray, model: str) -> tuple[Transport, float]:
         """The candidate transport and, for unshaped points, the link bandwidth."""
@@ -265,13 +287,15 @@ def fit_transport(
         tp = replace(unit, base_latency_s=b_s, hop_latency_s=hop_s if model == "additive"
                      else 0.0, hop_floor_s=hop_s if model == "overlap" else 0.0)
         if per_point:
-            return replace(tp, bandwidth_efficiency=min(1.0, float(x[0]))), 0.0
+            return replace(tp, bandwidth_efficiency=min(1.0, float(x[0])),
+                           allgather_efficiency=min(1.0, float(x[ag])) if gathers else 0.0), 0.0
         return tp, float(x[0]) * 1e9
 
     def predict(m: Measurement, x: np.ndarray, model: str) -> float:
         tp, bw = transport_for(x, model)
         return predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s,
-                         bandwidth_Bps=m.bandwidth_Bps or bw, collective=collective)
+                         bandwidth_Bps=m.bandwidth_Bps or bw,
+                         collective="allgather" if m.op == "allgather" else collective)
 
     # Start from the largest point's bus bandwidth and the smallest point's time per step.
     big = max(train, key=lambda m: m.size_bytes)
@@ -286,12 +310,15 @@ def fit_transport(
         first = bw0 / 1e9
     if not base_held:
         lo, hi = lo + [0.0], hi + [np.inf]
+    if gathers:
+        lo, hi = lo + [1e-6], hi + [1.0]
     # Two per-hop latency models (sim.transports): additive (hop_latency_s) and overlapping
     # the transfer (hop_floor_s); the one with the smaller residual on the fitted points wins
     # (additive on a tie).
     best: tuple[float, str, np.ndarray] | None = None
     for model, hop0 in (("additive", 0.5 * per_step0), ("overlap", per_step0)):
-        x0 = [first, hop0 * 1e6] + ([] if base_held else [0.5 * hop0 * 1e6])
+        x0 = ([first, hop0 * 1e6] + ([] if base_held else [0.5 * hop0 * 1e6])
+              + ([first] if gathers else []))
 
         def resid(x: np.ndarray, model: str = model) -> np.ndarray:
             return np.array([predict(m, x, model) / m.time_s - 1.0 for m in train])
@@ -318,8 +345,10 @@ def fit_transport(
     rows = []
     for m in points:
         pred = predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s,
-                         bandwidth_Bps=m.bandwidth_Bps or link_bw, collective=collective)
-        rows.append({"ranks": m.ranks, "bytes": m.size_bytes, "measured_s": m.time_s,
+                         bandwidth_Bps=m.bandwidth_Bps or link_bw,
+                         collective="allgather" if m.op == "allgather" else collective)
+        rows.append({"ranks": m.ranks, "op": m.op, "bytes": m.size_bytes,
+                     "measured_s": m.time_s,
                      "predicted_s": pred, "rel_error": pred / m.time_s - 1.0,
                      "held_out": held(m), "bandwidth_Bps": m.bandwidth_Bps})
     return FitResult(tp, link_bw, link_latency_s, bw, base_held, rows, latency_model)

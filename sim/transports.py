@@ -15,7 +15,10 @@ A :class:`Transport` is a named parameter set:
 - ``hop_floor_s``: a step takes at least this long: per-hop software time (a process waking up
   and being scheduled, the library's hand-off) that *overlaps* the transfer, since the kernel
   moves the bytes while the process waits (0: none). ``hop_latency_s`` is the additive
-  alternative; ``compctl calibrate`` fits one or the other, whichever matches better.
+  alternative; ``compctl calibrate`` fits one or the other, whichever matches better;
+- ``allgather_efficiency``: the bandwidth efficiency of allgather schedules, where the
+  library's allgather reaches a different fraction of the link than its allreduce (0: the
+  same as ``bandwidth_efficiency``).
 
 Bundled sets (sources; none of the values is fitted to a measurement here):
 
@@ -76,6 +79,7 @@ class Transport:
     host_copy_Bps: float = 0.0
     window_bytes: float = 0.0
     hop_floor_s: float = 0.0
+    allgather_efficiency: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -90,6 +94,11 @@ class Transport:
             raise InputError(
                 f"transport {self.name}: bandwidth_efficiency must be in (0, 1], "
                 f"got {self.bandwidth_efficiency!r}"
+            )
+        if self.allgather_efficiency > 1.0:
+            raise InputError(
+                f"transport {self.name}: allgather_efficiency must be in [0, 1] (0: as "
+                f"bandwidth_efficiency), got {self.allgather_efficiency!r}"
             )
         if int(self.slots) != self.slots:
             raise InputError(f"transport {self.name}: slots must be an integer")

@@ -30,7 +30,7 @@ What travels, by :attr:`Compressed.layout`:
     ``decompress`` each with :meth:`Compressed.with_tensors`, then ``aggregate``.
 ``"lowrank"``
     ``tensors == [p, q]`` (PowerSGD). Multi-rank use needs two allreduces; see
-    :mod:`sim.compress.powersgd` for the step API (``compress_p``, ``compress_q``,
+    :mod:`sim.compress.algorithms.powersgd` for the step API (``compress_p``, ``compress_q``,
     ``decompress_pq``).
 
 State (residuals, momenta, PowerSGD's warm-start Q, SIDCo's stage count) is keyed by ``key``: use
@@ -57,12 +57,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
-import torch
 
 from compctl_base.plugins import load_plugins
 from sim.errors import InputError
 
-from .spec import ENTRY_POINT_GROUP, CompressorSpec, get_spec
+from .kernels.lazy import torch
+from .spec import BUILTIN_PACKAGE, ENTRY_POINT_GROUP, CompressorSpec, get_spec
 
 __all__ = [
     "Key",
@@ -284,35 +284,17 @@ _M = TypeVar("_M", bound=type[Memory])
 _COMPRESSORS: dict[str, Callable[..., Compressor]] = {}
 _MEMORIES: dict[str, Callable[..., Memory]] = {}
 
-#: Modules that register the built-in compressors and memories (imported on first use).
-_BUILTIN_MODULES = (
-    "none",
-    "fp16",
-    "topk",
-    "randomk",
-    "threshold",
-    "dgc",
-    "gaussiank",
-    "redsync",
-    "sidco",
-    "qsgd",
-    "signsgd",
-    "powersgd",
-    "memory",
-)
-
-
 _plugins_loaded = False
 
 
 def _load_builtin() -> None:
     global _plugins_loaded
-    for mod in _BUILTIN_MODULES:
-        importlib.import_module(f"{__package__}.{mod}")
     if not _plugins_loaded:
-        # Third-party compressors (entry-point group compctl.compressors, as for the specs).
+        # Every module of sim.compress.algorithms (one compressor each), third-party ones
+        # (entry-point group compctl.compressors, as for the specs), and the memories.
         _plugins_loaded = True
-        load_plugins(None, ENTRY_POINT_GROUP)
+        load_plugins(BUILTIN_PACKAGE, ENTRY_POINT_GROUP)
+        importlib.import_module(f"{__package__}.memory")
 
 
 def unregister_compressor(name: str) -> None:

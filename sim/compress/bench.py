@@ -35,9 +35,9 @@ from compctl_base.atomic_files import atomic_write_text
 from sim.errors import InputError
 
 from .base import Compressor, compressor_names, make_compressor
+from .kernels.calibration import CALIBRATION_PATH, load_calibration
+from .kernels.threshold_stats import tail_sums
 from .snapshots import tiled_snapshot
-from .specs import CALIBRATION_PATH, load_calibration
-from .threshold_stats import tail_sums
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -93,7 +93,7 @@ class BenchRow:
         copy_Bps: bytes of the input / median time of copying it into a preallocated tensor,
             timed in the same rounds: the device's measured memory bandwidth for this input.
         pass_Bps: bytes of the input / median time of one threshold-statistics pass over it
-            (:func:`sim.compress.threshold_stats.tail_sums`, fused where the backend allows).
+            (:func:`sim.compress.kernels.threshold_stats.tail_sums`, fused where the backend allows).
         threads: torch intra-op threads during the run.
     """
 

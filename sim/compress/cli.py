@@ -80,7 +80,7 @@ def _cmd_bench_compressors(args: argparse.Namespace) -> int:
         parse_count,
         write_calibration,
     )
-    from .fused import fused_mode
+    from .kernels.fused import fused_mode
 
     backend = "plain" if fused_mode() == "off" else "fused where possible"  # validates the env
     sizes = [parse_count(s) for s in _csv(args.sizes)]

@@ -10,7 +10,6 @@ Pure: no torch, no SimPy.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,6 +61,11 @@ class CompressorSpec:
         compute_fixed_s: per-call overhead of compress + decompress, seconds.
         compute_per_element_s: per-element cost of compress + decompress, seconds.
         description: one line for ``compctl list compressors``.
+        exact_k: the payload holds exactly ``k_for(numel, density)`` values on every rank, so
+            sparse exchanges need no size negotiation (real runs' hook).
+        gain_like: the captured compressor whose gains stand in for this one's where a
+            gradient trace holds none of its own (``topk`` or ``randomk``, the convergence
+            model's two families: magnitude-selected or uniformly random entries).
     """
 
     name: str
@@ -70,6 +74,8 @@ class CompressorSpec:
     compute_fixed_s: float = 0.0
     compute_per_element_s: float = 0.0
     description: str = ""
+    exact_k: bool = False
+    gain_like: str = "topk"
 
     def payload(self, numel: int, density: float, dtype_bytes: int = 4) -> Payload:
         """Payload of a ``numel``-element tensor compressed at ``density``."""
@@ -107,13 +113,17 @@ ENTRY_POINT_GROUP = "compctl.compressors"
 _plugins_loaded = False
 
 
+#: The built-in compressors, one module each (spec and torch algorithm together).
+BUILTIN_PACKAGE = "sim.compress.algorithms"
+
+
 def _load_builtin() -> None:
     global _plugins_loaded
-    # By name: the built-in specs import this module to register themselves.
-    importlib.import_module(f"{__package__}.specs")
     if not _plugins_loaded:
+        # By name: each compressor's module imports this one to register its spec (and imports
+        # torch only when its algorithm runs, so loading the specs imports no torch).
         _plugins_loaded = True
-        load_plugins(None, ENTRY_POINT_GROUP)
+        load_plugins(BUILTIN_PACKAGE, ENTRY_POINT_GROUP)
 
 
 def unregister_spec(name: str) -> None:

@@ -170,7 +170,7 @@ def test_real_gloo_microbenchmark_writes_a_file_the_simulator_uses(
     assert [p["bytes"] for p in rep["points"]] == [1024, 2048, 4096, 8192]
     assert all(p["measured_s"] > 0 for p in rep["points"])
     tp = load_calibration(str(out))["gloo"]
-    assert tp.host_copy_Bps == 0.0 and tp.hop_latency_s > 0
+    assert tp.host_copy_Bps == 0.0 and (tp.hop_latency_s > 0 or tp.hop_floor_s > 0)
     assert len(meas.read_text().splitlines()) == 5
     bw_gbps = rep["calibration"]["source"]["link_bandwidth_Bps"] * 8 / 1e9
     cfg = SimConfig(workload="tiny", workers=2, trace=f"const:lat_ms=0,bw_gbps={bw_gbps}",
@@ -334,6 +334,50 @@ def test_an_overlapping_per_hop_floor_is_told_from_an_additive_latency(
     assert predict_s(tp, 4, 1024, latency_s=0.0, bandwidth_Bps=bw) == pytest.approx(6 * 2e-3)
     wire = predict_s(replace(tp, hop_floor_s=0.0), 4, 2**26, latency_s=0.0, bandwidth_Bps=bw)
     assert predict_s(tp, 4, 2**26, latency_s=0.0, bandwidth_Bps=bw) == pytest.approx(wire)
+
+
+def test_allgather_points_fit_their_own_efficiency(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Allreduce and allgather points on shaped links, made with different efficiencies: both
+    are recovered, and the simulator prices allgather schedules with the allgather one."""
+    from dataclasses import replace
+
+    from sim.transport_fit import read_csv, write_csv
+    from sim.transports import TRANSPORTS, Transport
+
+    truth = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, hop_latency_s=1e-4,
+                    bandwidth_efficiency=0.9, allgather_efficiency=0.6)
+    pts = []
+    for mbit in (25, 100):
+        bw = mbit * 1e6 / 8
+        for size in (4096, 65536, 2**20):
+            for op, coll in (("allreduce", "ring"), ("allgather", "allgather")):
+                t = predict_s(truth, 2, size, latency_s=0.0, bandwidth_Bps=bw, collective=coll)
+                pts.append(Measurement(2, float(size), t, bw, op))
+    path = tmp_path / "both.csv"
+    write_csv(str(path), pts)
+    assert read_csv(str(path)) == pts
+    out = tmp_path / "cal.json"
+    _calibrate(capsys, "--csv", str(path), "--host-copy-gbytes", "0", "--out", str(out))
+    tp = load_calibration(str(out))["gloo"]
+    assert tp.bandwidth_efficiency == pytest.approx(0.9, rel=1e-4)
+    assert tp.allgather_efficiency == pytest.approx(0.6, rel=1e-4)
+    bw = 1.25e6
+    plain = replace(tp, allgather_efficiency=0.0)
+    ring = predict_s(tp, 2, 2**20, latency_s=0.0, bandwidth_Bps=bw)
+    assert ring == pytest.approx(predict_s(plain, 2, 2**20, latency_s=0.0, bandwidth_Bps=bw))
+    slow = predict_s(tp, 2, 2**20, latency_s=0.0, bandwidth_Bps=bw, collective="allgather")
+    fast = predict_s(plain, 2, 2**20, latency_s=0.0, bandwidth_Bps=bw, collective="allgather")
+    assert slow > 1.4 * fast
+    with pytest.raises(Exception, match="allgather_efficiency must be in"):
+        Transport("x", allgather_efficiency=1.5)
+    # allgather points need their links; --allgather needs the netns measurement
+    path.write_text("ranks,bytes,seconds,op\n2,1024,0.001,allgather\n2,2048,0.002,allreduce\n")
+    assert main(["calibrate", "--csv", str(path)]) == 2
+    assert "need their link rates" in capsys.readouterr().err
+    assert main(["calibrate", "--measure", "--allgather"]) == 2
+    assert "--allgather needs" in capsys.readouterr().err
 
 
 def test_measurement_csv_round_trips_link_bandwidths(tmp_path: Path) -> None:

@@ -100,3 +100,41 @@ def test_seeded_loss_replays_and_feedback_changes_the_result(
 def test_bad_arguments(kw: dict[str, Any]) -> None:
     with pytest.raises(InputError):
         BoundedLoss(**kw)
+
+
+# ------------------------------------------------------------------ the rule on one rank
+def _grad(n: int = 4000) -> torch.Tensor:
+    return torch.randn(n, generator=torch.Generator().manual_seed(3))
+
+
+def test_deadline_drops_the_lowest_priority_up_to_the_bound() -> None:
+    bl = BoundedLoss(loss_bound=0.1, packet_loss=0.0, deadline_s=0.01, mtu_bytes=40)
+    g = _grad()
+    assert bl.apply(g.clone(), 0, [], step=1) == 1.0  # no measurement yet: nothing cut
+    bl.last_comm_s = 0.02  # twice the deadline: half the transfer is late, the bound caps it
+    assert bl.deadline_fraction() == pytest.approx(0.5)
+    out = g.clone()
+    frac = bl.apply(out, 0, [], step=2)
+    assert frac == pytest.approx(0.9)
+    zeroed = (out == 0) & (g != 0)
+    # The zeroed packets are the ones with the least energy.
+    energy = g.view(-1, 10).square().mean(dim=1)
+    cut = zeroed.view(-1, 10).all(dim=1)
+    assert energy[cut].max() <= energy[~cut].min()
+    bl.last_comm_s = 0.005  # on time: nothing dropped
+    assert bl.apply(g.clone(), 0, [], step=3) == 1.0
+
+
+def test_error_feedback_returns_the_lost_entries_next_step() -> None:
+    bl = BoundedLoss(loss_bound=0.2, packet_loss=0.15, error_feedback=True, mtu_bytes=40)
+    g = _grad()
+    first = g.clone()
+    bl.apply(first, 0, [], step=1)
+    lost = g - first
+    assert lost.abs().sum() > 0
+    second = torch.zeros_like(g)
+    bl.apply(second, 0, [], step=2)
+    # What step 1 lost arrives in step 2 unless step 2 loses it again.
+    kept = second != 0
+    assert torch.equal(second[kept], lost[kept])
+    assert kept.sum() > 0

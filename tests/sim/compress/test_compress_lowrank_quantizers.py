@@ -6,10 +6,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.compress.algorithms.powersgd import PowerSgdCompressor
+from sim.compress.algorithms.signsgd import pack_signs, unpack_signs
 from sim.compress.base import generator_for, make_compressor, make_memory
-from sim.compress.lowrank_shape import matrix_shape, rank_for
-from sim.compress.powersgd import PowerSgdCompressor
-from sim.compress.signsgd import pack_signs, unpack_signs
+from sim.compress.kernels.lowrank_shape import matrix_shape, rank_for
 
 
 def test_powersgd_error_feedback_matches_direct_computation() -> None:

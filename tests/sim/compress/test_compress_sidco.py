@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from sim.compress.algorithms.sidco import SidcoExponential, stage_ratios
 from sim.compress.base import make_compressor
 from sim.compress.bench import synthetic
-from sim.compress.sidco import SidcoExponential, stage_ratios
-from sim.compress.sidco_fits import (
+from sim.compress.kernels.sidco_fits import (
     exponential_threshold,
     gamma_shape,
     gamma_threshold,

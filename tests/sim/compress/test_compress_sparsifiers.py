@@ -6,9 +6,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.compress.algorithms.randomk import random_indices
 from sim.compress.base import generator_for, k_for, make_compressor, sparse_from, values_at
-from sim.compress.randomk import random_indices
-from sim.compress.sparse import indices_above
+from sim.compress.kernels.sparse import indices_above
 
 
 def test_topk_matches_torch_topk_selection() -> None:

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from sim.compress.bench import BenchRow, fit_compute_model, parse_count, write_calibration
+from sim.compress.kernels.calibration import CALIBRATION_PATH, compute_model, load_calibration
 from sim.compress.spec import check_compatible, get_spec, spec_names
-from sim.compress.specs import CALIBRATION_PATH, compute_model, load_calibration
 from sim.entry import main
 from sim.errors import InputError
 

@@ -16,11 +16,11 @@ import pytest
 import torch
 from scipy.special import gammainccinv
 
-from sim.compress import fused as fused_mod
+from sim.compress.algorithms.sidco import SidcoCompressor
 from sim.compress.base import make_compressor
 from sim.compress.bench import DISTRIBUTIONS, synthetic
-from sim.compress.sidco import SidcoCompressor
-from sim.compress.sidco_fits import (
+from sim.compress.kernels import fused as fused_mod
+from sim.compress.kernels.sidco_fits import (
     exponential_threshold,
     exponential_threshold_t,
     gamma_isf_t,
@@ -29,8 +29,8 @@ from sim.compress.sidco_fits import (
     gpareto_threshold,
     gpareto_threshold_t,
 )
+from sim.compress.kernels.threshold_stats import PLAIN_CHUNK, block_maxima, log_sums, tail_sums
 from sim.compress.snapshots import snapshot, snapshot_names, tiled_snapshot
-from sim.compress.threshold_stats import PLAIN_CHUNK, block_maxima, log_sums, tail_sums
 from sim.errors import InputError
 
 SIDCO = ["sidco-exp", "sidco-gp", "sidco-gamma"]

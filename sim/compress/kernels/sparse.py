@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import abc
 
-import torch
-
-from .base import Compressed, Compressor, Key, k_for, sparse_from
+from ..base import Compressed, Compressor, Key, k_for, sparse_from
+from .lazy import torch
 
 __all__ = ["SparseCompressor", "ThresholdEstimator", "Workspace", "indices_above"]
 

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from sim.errors import InputError
 
-from .base import Key, register_compressor
-from .sparse import ThresholdEstimator, indices_above
+from ..base import Key, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import torch
+from ..kernels.payloads import SPARSE_COLLECTIVES, builtin_spec
+from ..kernels.sparse import ThresholdEstimator, indices_above
 
 __all__ = ["GaussiankCompressor"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "gaussiank",
+    SPARSE_COLLECTIVES,
+    payloads.sparse,
+    "Gaussian-k: Gaussian quantile threshold, halved or x1.5 until within [2k/3, 4k/3].",
+)
 
 
 @register_compressor("gaussiank")

@@ -25,15 +25,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-
 from sim.errors import InputError
 
-from .base import Compressed, Compressor, Key, generator_for, k_for, register_compressor
-from .lowrank_shape import matrix_shape, rank_for
+from ..base import Compressed, Compressor, Key, generator_for, k_for, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import LazyModule, torch
+from ..kernels.lowrank_shape import matrix_shape, rank_for
+from ..kernels.payloads import builtin_spec
+from ..spec import SAME_INDEX
+
+F: Any = LazyModule("torch.nn.functional")
 
 __all__ = ["PowerSgdCompressor", "PowerSgdRound", "orthogonalise"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "powersgd",
+    SAME_INDEX,
+    payloads.powersgd,
+    "PowerSGD: rank-r factors P, Q of the bucket as a matrix; rank from density.",
+)
 
 
 def orthogonalise(p: torch.Tensor) -> torch.Tensor:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-import torch
-
 from sim.errors import InputError
 
-from .base import Key, register_compressor
-from .sparse import ThresholdEstimator, indices_above
+from ..base import Key, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import torch
+from ..kernels.payloads import SPARSE_COLLECTIVES, builtin_spec
+from ..kernels.sparse import ThresholdEstimator, indices_above
 
 __all__ = ["RedsyncCompressor"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "redsync",
+    SPARSE_COLLECTIVES,
+    payloads.sparse,
+    "RedSync: bisect mean + r (max - mean) until k < nnz < 2k.",
+)
 
 
 @register_compressor("redsync")

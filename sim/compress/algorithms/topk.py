@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-import torch
-
-from .base import Key, register_compressor
-from .sparse import SparseCompressor
+from ..base import Key, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import torch
+from ..kernels.payloads import SPARSE_COLLECTIVES, builtin_spec
+from ..kernels.sparse import SparseCompressor
 
 __all__ = ["TopkCompressor"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "topk",
+    SPARSE_COLLECTIVES,
+    payloads.sparse,
+    "Exact top-k by magnitude (torch.topk): values + int32 indices.",
+    exact_k=True,
+)
 
 
 @register_compressor("topk")

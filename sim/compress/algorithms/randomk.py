@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-import torch
-
-from .base import Compressed, Compressor, Key, generator_for, k_for, register_compressor
+from ..base import Compressed, Compressor, Key, generator_for, k_for, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import torch
+from ..kernels.payloads import DENSE_COLLECTIVES, builtin_spec
 
 __all__ = ["RandomkCompressor", "random_indices"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "randomk",
+    DENSE_COLLECTIVES,
+    payloads.same_index,
+    "Random-k with a seed shared by all ranks: same indices, values only.",
+    gain_like="randomk",
+)
 
 
 def random_indices(numel: int, k: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:

@@ -4,11 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
-from .base import Compressed, Compressor, Key, k_for, register_compressor
+from ..base import Compressed, Compressor, Key, k_for, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import torch
+from ..kernels.payloads import builtin_spec
 
 __all__ = ["SignsgdCompressor", "EfSignsgdCompressor", "pack_signs", "unpack_signs"]
+
+#: The analytic spec (payload, compute model, collectives) and description of each variant.
+SPEC_SIGNSGD = builtin_spec(
+    "signsgd",
+    ("allgather",),
+    payloads.sign,
+    "signSGD: one bit per element, majority-vote aggregation.",
+)
+SPEC_EFSIGNSGD = builtin_spec(
+    "efsignsgd",
+    ("allgather",),
+    payloads.ef_sign,
+    "EF-signSGD: scaled sign (mean |g|), one bit per element + one scale.",
+)
 
 _WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)
 

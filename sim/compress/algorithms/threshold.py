@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-import torch
+from typing import Any
 
 from sim.errors import InputError
 
-from .base import Key, register_compressor
-from .sparse import SparseCompressor
-from .threshold_stats import indices_above_abs
+from ..base import Key, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import LazyModule, torch
+from ..kernels.payloads import SPARSE_COLLECTIVES, builtin_spec
+from ..kernels.sparse import SparseCompressor
+
+# Imported on first use (it imports torch; loading the spec must not).
+_stats: Any = LazyModule("sim.compress.kernels.threshold_stats")
 
 __all__ = ["ThresholdCompressor"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "threshold",
+    SPARSE_COLLECTIVES,
+    payloads.sparse,
+    "Keep |g| above a fixed threshold (density is not targeted).",
+)
 
 
 @register_compressor("threshold")
@@ -32,4 +45,4 @@ class ThresholdCompressor(SparseCompressor):
 
     def select(self, flat: torch.Tensor, k: int, *, key: Key, step: int) -> torch.Tensor:
         """Every index above the threshold."""
-        return indices_above_abs(flat, self.threshold)
+        return _stats.indices_above_abs(flat, self.threshold)

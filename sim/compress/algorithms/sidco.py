@@ -25,17 +25,40 @@ import logging
 import math
 from typing import Any
 
-import torch
-
 from sim.errors import InputError
 
-from .base import Key, register_compressor
-from .fused import use_fused
-from .sidco_fits import exponential_threshold_t, gamma_threshold_t, gpareto_threshold_t
-from .sparse import SparseCompressor
-from .threshold_stats import indices_above_abs, log_sums, tail_sums
+from ..base import Key, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import LazyModule, torch
+from ..kernels.payloads import SPARSE_COLLECTIVES, builtin_spec
+from ..kernels.sparse import SparseCompressor
+
+# Imported on first use (they import torch; loading the spec must not).
+_fused: Any = LazyModule("sim.compress.kernels.fused")
+_fits: Any = LazyModule("sim.compress.kernels.sidco_fits")
+_stats: Any = LazyModule("sim.compress.kernels.threshold_stats")
 
 __all__ = ["SidcoCompressor", "SidcoExponential", "SidcoGPareto", "SidcoGamma", "stage_ratios"]
+
+#: The analytic spec (payload, compute model, collectives) and description of each variant.
+SPEC_SIDCO_EXP = builtin_spec(
+    "sidco-exp",
+    SPARSE_COLLECTIVES,
+    payloads.sparse,
+    "SIDCo, multi-stage exponential threshold fit, adaptive stage count.",
+)
+SPEC_SIDCO_GP = builtin_spec(
+    "sidco-gp",
+    SPARSE_COLLECTIVES,
+    payloads.sparse,
+    "SIDCo, multi-stage generalized-Pareto fit by moments, adaptive stages.",
+)
+SPEC_SIDCO_GAMMA = builtin_spec(
+    "sidco-gamma",
+    SPARSE_COLLECTIVES,
+    payloads.sparse,
+    "SIDCo, gamma (approx. MLE) first stage then generalized Pareto, adaptive stages.",
+)
 
 log = logging.getLogger(__name__)
 
@@ -122,19 +145,19 @@ class SidcoCompressor(SparseCompressor):
         """
         zero = torch.zeros((), dtype=torch.float64, device=flat.device)
         if self.first_fit == "gamma":
-            nnz, total, total_log = log_sums(flat, fused=fused).unbind()
+            nnz, total, total_log = _stats.log_sums(flat, fused=fused).unbind()
         else:
-            nnz, total, total_sq = tail_sums(flat, zero, fused=fused).unbind()
+            nnz, total, total_sq = _stats.tail_sums(flat, zero, fused=fused).unbind()
         count = nnz.clamp_min(1.0)
         density = (aim / count).clamp_max(1.0)
         ratio = self._first_ratio(density, stages)
         mean = total / count
         if self.first_fit == "exp":
-            eta = exponential_threshold_t(mean, ratio)
+            eta = _fits.exponential_threshold_t(mean, ratio)
         elif self.first_fit == "gp":
-            eta = gpareto_threshold_t(mean, (total_sq / count - mean * mean).clamp_min(0.0), ratio)
+            eta = _fits.gpareto_threshold_t(mean, (total_sq / count - mean * mean).clamp_min(0.0), ratio)
         else:
-            eta = gamma_threshold_t(mean, total_log / count, ratio)
+            eta = _fits.gamma_threshold_t(mean, total_log / count, ratio)
         # no more nonzeros than k: send them all (|x| > 0)
         return torch.where(nnz <= k, zero, eta), density
 
@@ -153,22 +176,22 @@ class SidcoCompressor(SparseCompressor):
         exceedances keeps the previous threshold (``torch.where``), so nothing is read back to
         the host.
         """
-        fused = use_fused(flat)
+        fused = _fused.use_fused(flat)
         stages = self.stages(key)
         # aim at k / (learned achieved/target bias): see select()
         aim = k * math.exp(-self._log_bias.get(key, 0.0)) if self.adapt else float(k)
         eta, _ = self._first_threshold(flat, k, aim, stages, fused)
         for remaining in range(stages - 1, 0, -1):
-            count, total, total_sq = tail_sums(flat, eta, fused=fused).unbind()
+            count, total, total_sq = _stats.tail_sums(flat, eta, fused=fused).unbind()
             c = count.clamp_min(1.0)
             # the survivors are counted exactly: aim the remaining stages at k of them
             rho = (aim / c).clamp_max(1.0) ** (1.0 / remaining)
             mean = total / c
             if self.later_fit == "exp":
-                new = exponential_threshold_t(mean, rho, eta)
+                new = _fits.exponential_threshold_t(mean, rho, eta)
             else:
                 var = (total_sq / c - mean * mean).clamp_min(0.0)
-                new = gpareto_threshold_t(mean, var, rho, eta)
+                new = _fits.gpareto_threshold_t(mean, var, rho, eta)
             eta = torch.where(count >= 2, new, eta)  # nothing left to fit: keep eta
         return eta
 
@@ -179,7 +202,7 @@ class SidcoCompressor(SparseCompressor):
         compaction is done, so adapting costs no extra synchronisation.
         """
         eta = self.threshold(flat, k, key=key)
-        idx = indices_above_abs(flat, eta)
+        idx = _stats.indices_above_abs(flat, eta)
         if self.adapt:
             self._learn(key, idx.numel() / k)
         return idx

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from sim.errors import InputError
 
-from .base import Key, generator_for, register_compressor
+from ..base import Key, generator_for, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import torch
+from ..kernels.payloads import SPARSE_COLLECTIVES, builtin_spec
+from ..kernels.sparse import ThresholdEstimator
 from .randomk import random_indices
-from .sparse import ThresholdEstimator
 
 __all__ = ["DgcCompressor"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "dgc",
+    SPARSE_COLLECTIVES,
+    payloads.sparse,
+    "DGC: threshold from exact top-k of a 1% sample, then top-k of the survivors.",
+)
 
 
 @register_compressor("dgc")

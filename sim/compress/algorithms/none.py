@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-import torch
-
-from .base import Compressed, Compressor, Key, k_for, register_compressor
+from ..base import Compressed, Compressor, Key, k_for, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import torch
+from ..kernels.payloads import DENSE_COLLECTIVES, builtin_spec
 
 __all__ = ["NoCompressor"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "none",
+    DENSE_COLLECTIVES,
+    payloads.dense,
+    "No compression (dense tensor).",
+)
 
 
 @register_compressor("none")

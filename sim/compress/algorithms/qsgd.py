@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-import torch
-
 from sim.errors import InputError
 
-from .base import Compressed, Compressor, Key, generator_for, k_for, register_compressor
+from ..base import Compressed, Compressor, Key, generator_for, k_for, register_compressor
+from ..kernels import payloads
+from ..kernels.lazy import torch
+from ..kernels.payloads import builtin_spec
 
 __all__ = ["QsgdCompressor"]
+
+#: The analytic spec (payload, compute model, collectives) and description.
+SPEC = builtin_spec(
+    "qsgd",
+    ("allgather",),
+    payloads.qsgd,
+    "QSGD: stochastic quantisation to 127 levels, int8 per element + one norm.",
+)
 
 
 @register_compressor("qsgd")
