@@ -1,15 +1,20 @@
 """DS-Sync: real runs, the consensus parameter's calibration, and its held-out error.
 
-    python benchmarks/bench_ds_sync.py real --out docs/benchmarks/ds_sync_real.json
-    python benchmarks/bench_ds_sync.py real --skip-dense --shuffle-every 64 256 \
-        --out docs/benchmarks/ds_sync_real_long.json
+    python benchmarks/bench_ds_sync.py real --steps 800 --eval-every 20 --shuffle-every 1 8 \
+        --out docs/benchmarks/ds_sync_real.json
+    python benchmarks/bench_ds_sync.py real --steps 800 --eval-every 20 --skip-dense \
+        --shuffle-every 64 256 --out docs/benchmarks/ds_sync_real_long.json
     python benchmarks/bench_ds_sync.py fit --runs docs/benchmarks/ds_sync_real.json \
         docs/benchmarks/ds_sync_real_long.json --fit-on 64 --write
+    python benchmarks/bench_ds_sync.py real --steps 300 --eval-every 5 --lr 0.4 \
+        --shuffle-every 1 16 256 --out docs/benchmarks/ds_sync_real_lr04.json
+    python benchmarks/bench_ds_sync.py fit --runs docs/benchmarks/ds_sync_real_lr04.json \
+        --fit-on 256 --targets loss:0.5,loss:0.4,loss:0.3,loss:0.25,accuracy:0.9,accuracy:0.95
 
 ``real`` trains the bundled ``digits-mlp`` on ``--nproc`` gloo ranks (CPU, no network
 emulation: convergence only) for every seed: plain allreduce (the dense baseline of the same
 seed), and DS-Sync with ``--groups`` groups at each ``--shuffle-every`` period. It stores every
-run's evaluation curve. ``fit`` fits ``kappa`` on the calibration period (the first one) only,
+run's evaluation curve. ``fit`` fits ``kappa`` on the calibration period (``--fit-on``, default the smallest) only,
 predicts the others (held out) and prints, per seed and target, the measured and predicted
 iterations, their error and the final accuracy against dense; ``--write`` stores ``kappa``
 in ``sim/sync/consensus_params.json``.
@@ -36,14 +41,15 @@ TARGETS = (("loss", 1.0), ("loss", 0.7), ("loss", 0.5), ("accuracy", 0.9))
 
 
 def _run(workload: str, nproc: int, steps: int, seed: int, sync: list[str],
-         eval_every: int) -> dict[str, Any]:
+         eval_every: int, lr: float | None = None) -> dict[str, Any]:
     from sim.rundir import read_run
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "sim.entry", "real", "--workload", workload, "--nproc",
                str(nproc), "--steps", str(steps), "--seed", str(seed), "--emulation", "none",
-               "--eval-every", str(eval_every), "--out", str(out), "--quiet", *sync]
+               "--eval-every", str(eval_every), "--out", str(out), "--quiet", *sync,
+               *(["--lr", str(lr)] if lr is not None else [])]
         t0 = time.monotonic()
         subprocess.run(cmd, check=True)
         wall = time.monotonic() - t0
@@ -66,12 +72,13 @@ def cmd_real(args: argparse.Namespace) -> None:
         configs += [["--sync", "ds-sync", "--groups", str(args.groups), "--shuffle-every",
                      str(k)] for k in args.shuffle_every]
         for sync in configs:
-            r = _run(args.workload, args.nproc, args.steps, seed, sync, args.eval_every)
+            r = _run(args.workload, args.nproc, args.steps, seed, sync, args.eval_every,
+                     args.lr)
             print(f"seed {seed} {' '.join(sync) or 'allreduce'}: final loss "
                   f"{r['eval_loss'][-1]:.3f}, accuracy {r['eval_accuracy'][-1]:.3f}, "
                   f"{r['wall_s']:.0f} s", flush=True)
             runs.append(r)
-    doc = {"workload": args.workload, "nproc": args.nproc, "steps": args.steps,
+    doc = {"workload": args.workload, "nproc": args.nproc, "steps": args.steps, "lr": args.lr,
            "groups": args.groups, "shuffle_every": args.shuffle_every, "runs": runs}
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
 
@@ -81,13 +88,25 @@ def _key(run: dict[str, Any]) -> int:
     return int(s[s.index("--shuffle-every") + 1]) if s else 0
 
 
+def _targets(text: str | None) -> tuple[tuple[str, float], ...]:
+    if not text:
+        return TARGETS
+    out = []
+    for part in text.split(","):
+        metric, _, value = part.partition(":")
+        out.append((metric.strip(), float(value)))
+    return tuple(out)
+
+
 def cmd_fit(args: argparse.Namespace) -> None:
     docs = [json.loads(Path(p).read_text()) for p in args.runs]
     doc = docs[0]
     n, g = doc["nproc"], doc["groups"]
     for other in docs[1:]:
-        if (other["nproc"], other["groups"], other["workload"]) != (n, g, doc["workload"]):
-            raise SystemExit("--runs files must share workload, nproc and groups")
+        if (other["nproc"], other["groups"], other["workload"], other.get("lr")) != (
+            n, g, doc["workload"], doc.get("lr")
+        ):
+            raise SystemExit("--runs files must share workload, nproc, groups and lr")
         doc["runs"] = doc["runs"] + other["runs"]
     periods = sorted({k for d in docs for k in d["shuffle_every"]})
     by_seed: dict[int, dict[int, dict[str, Any]]] = {}
@@ -98,7 +117,7 @@ def cmd_fit(args: argparse.Namespace) -> None:
         out = []
         for seed, runs in sorted(by_seed.items()):
             dense, ds = runs[0], runs[k]
-            for metric, target in TARGETS:
+            for metric, target in _targets(args.targets):
                 vals = "eval_loss" if metric == "loss" else "eval_accuracy"
                 td = iterations_to(dense["eval_steps"], dense[vals], target, metric)
                 tg = iterations_to(ds["eval_steps"], ds[vals], target, metric)
@@ -164,6 +183,7 @@ def main() -> None:
     r.add_argument("--steps", type=int, default=600)
     r.add_argument("--eval-every", type=int, default=10)
     r.add_argument("--seeds", type=int, default=3)
+    r.add_argument("--lr", type=float, default=None, help="learning rate (workload's default)")
     r.add_argument("--skip-dense", action="store_true",
                    help="DS-Sync runs only (their dense baselines are in another file)")
     r.add_argument("--out", required=True)
@@ -172,6 +192,9 @@ def main() -> None:
     f.add_argument("--runs", required=True, nargs="+", help="files written by `real`")
     f.add_argument("--fit-on", type=int, default=None,
                    help="the shuffle period kappa is fitted on (default: the smallest)")
+    f.add_argument("--targets", default=None,
+                   help="metric:value list, e.g. loss:0.5,accuracy:0.95 (default: "
+                   + ",".join(f"{m}:{v:g}" for m, v in TARGETS) + ")")
     f.add_argument("--write", action="store_true")
     f.set_defaults(func=cmd_fit)
     args = p.parse_args()

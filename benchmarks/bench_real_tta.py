@@ -50,7 +50,7 @@ def _run(policy: str, params: list[str], seed: int, steps: int, out: Path) -> fl
            "--emulation", "hook", "--out", str(out), "--quiet"]
     for p in params:
         cmd += ["--param", p]
-    subprocess.run(cmd, check=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return time_to_target_s(pd.read_parquet(out / "records.parquet"))
 
 

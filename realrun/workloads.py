@@ -47,9 +47,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from compctl_base.plugins import load_plugins
 from sim.errors import InputError
 
-__all__ = ["Workload", "CharLSTM", "get_workload", "workload_names", "parameter_count", "CORPUS_PATH"]
+__all__ = ["Workload", "CharLSTM", "get_workload", "workload_names", "register_workload",
+           "parameter_count", "CORPUS_PATH"]
 
 #: The bundled char-lstm corpus.
 CORPUS_PATH = Path(__file__).resolve().parent / "data" / "fables.txt"
@@ -306,15 +308,36 @@ def _registry() -> dict[str, Workload]:
 
 
 _WORKLOADS = _registry()
+#: Entry-point group of third-party workloads: each names a module that calls
+#: :func:`register_workload` when imported.
+ENTRY_POINT_GROUP = "compctl.workloads"
+_plugins_loaded = False
+
+
+def register_workload(workload: Workload) -> Workload:
+    """Add ``workload`` to the registry under its name (names are unique)."""
+    if workload.name in _WORKLOADS:
+        raise RuntimeError(f"workload {workload.name!r} registered twice")
+    _WORKLOADS[workload.name] = workload
+    return workload
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        load_plugins(None, ENTRY_POINT_GROUP)
 
 
 def workload_names() -> list[str]:
-    """Sorted names of the built-in workloads."""
+    """Sorted names of the registered workloads (built-in and from entry points)."""
+    _load_plugins()
     return sorted(_WORKLOADS)
 
 
 def get_workload(name: str) -> Workload:
-    """The built-in workload ``name``; :class:`InputError` if unknown."""
+    """The registered workload ``name``; :class:`InputError` if unknown."""
+    _load_plugins()
     try:
         return _WORKLOADS[name]
     except KeyError:

@@ -89,6 +89,14 @@ _IMPORT_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _import_options() -> dict[str, tuple[str, ...]]:
+    """Each import format's options: the built-in table, and the generic options of formats
+    that third-party packages register (entry-point group ``compctl.trace_importers``)."""
+    from traces.importers import PLUGIN_OPTIONS, importers
+
+    return {fmt: _IMPORT_OPTIONS.get(fmt, PLUGIN_OPTIONS) for fmt in importers()}
+
+
 _FROM_RUN_EPILOG = """\
 Inverts the alpha-beta cost of each iteration's collective (sim/collectives):
 comm_s = A latency + bytes_sent / bandwidth, A = the collective's latency count for the run's
@@ -195,7 +203,7 @@ def _import_kwargs(fmt: str, args: argparse.Namespace) -> dict[str, Any]:
         )
         if getattr(args, k) is not None
     } | {k for k in ("rtt", "no_rtt", "list_regions") if getattr(args, k)}
-    bad = sorted(given - set(_IMPORT_OPTIONS[fmt]))
+    bad = sorted(given - set(_import_options()[fmt]))
     if bad:
         opt = "--" + bad[0].replace("_", "-")
         raise InputError(f"option {opt} does not apply to format {fmt}")
@@ -235,7 +243,7 @@ def _import_kwargs(fmt: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from traces.importers import IMPORTERS, skyplane_regions
+    from traces.importers import importers, skyplane_regions
 
     fmt = args.format
     path = args.file
@@ -248,7 +256,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         raise InputError("--out FILE is required (a .csv or .parquet file)")
     _check_out(args.out, (".csv", ".parquet", ".pq"), force=args.force)
     kw = _import_kwargs(fmt, args)
-    ts = IMPORTERS[fmt](path, **kw)
+    ts = importers()[fmt](path, **kw)
     _write(ts, args.out)
     return 0
 
@@ -381,11 +389,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         epilog=_IMPORT_EPILOG,
         formatter_class=fmt,
     )
+    formats = sorted(_import_options())
     p.add_argument(
         "format",
-        choices=sorted(_IMPORT_OPTIONS),
+        choices=formats,
         metavar="FORMAT",
-        help=f"one of {', '.join(sorted(_IMPORT_OPTIONS))}",
+        help=f"one of {', '.join(formats)}",
     )
     p.add_argument("file", metavar="FILE", help="input file (skyplane: directory or 'bundled')")
     p.add_argument("--out", help="output .csv or .parquet")

@@ -295,3 +295,34 @@ def test_long_modules_say_why() -> None:
     assert not unexplained, "split these modules or say why in their docstring:\n" + "\n".join(
         unexplained
     )
+
+
+def private_reaches(paths: list[Path]) -> list[str]:
+    """``obj._name`` where ``obj`` is not ``self``/``cls``: a module reaching into another
+    object's private state (dunders aside)."""
+    bad = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                bad.append(f"{_rel(path)}:{node.lineno}: .{node.attr}")
+    return bad
+
+
+def test_hook_parts_use_public_interfaces_only() -> None:
+    """realrun/hook/ is small parts with public interfaces: none reaches into another's state."""
+    bad = private_reaches(sorted((ROOT / "realrun" / "hook").rglob("*.py")))
+    assert not bad, "\n".join(bad)
+
+
+def test_private_reach_check_bites(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text("def f(state):\n    return state._cur, self_ok()\n")
+    (tmp_path / "ok.py").write_text("class A:\n    def g(self):\n        return self._x\n")
+    found = [s.split(": ", 1)[1] for s in private_reaches([src, tmp_path / "ok.py"])]
+    assert found == ["._cur"]
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name

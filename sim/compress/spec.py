@@ -61,6 +61,11 @@ class CompressorSpec:
         compute_fixed_s: per-call overhead of compress + decompress, seconds.
         compute_per_element_s: per-element cost of compress + decompress, seconds.
         description: one line for ``compctl list compressors``.
+        exact_k: the payload holds exactly ``k_for(numel, density)`` values on every rank, so
+            sparse exchanges need no size negotiation (real runs' hook).
+        gain_like: the captured compressor whose gains stand in for this one's where a
+            gradient trace holds none of its own (``topk`` or ``randomk``, the convergence
+            model's two families: magnitude-selected or uniformly random entries).
     """
 
     name: str
@@ -69,6 +74,8 @@ class CompressorSpec:
     compute_fixed_s: float = 0.0
     compute_per_element_s: float = 0.0
     description: str = ""
+    exact_k: bool = False
+    gain_like: str = "topk"
 
     def payload(self, numel: int, density: float, dtype_bytes: int = 4) -> Payload:
         """Payload of a ``numel``-element tensor compressed at ``density``."""

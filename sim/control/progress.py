@@ -101,7 +101,13 @@ class ProgressModel:
     def _source(self, compressor: str) -> str:
         if compressor in self._captured:
             return compressor
-        return "randomk" if compressor == "randomk" else "topk"
+        # The compressor's own declaration (its spec's gain_like) says whose gains stand in.
+        from sim.compress.spec import get_spec
+
+        try:
+            return "randomk" if get_spec(compressor).gain_like == "randomk" else "topk"
+        except InputError:
+            return "topk"
 
     def gain(self, compressor: str, density: float, step: float) -> float:
         """Gain of ``compressor`` at ``density`` in iteration ``step`` (1-based), from the trace.

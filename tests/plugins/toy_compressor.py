@@ -31,6 +31,7 @@ SPEC = register_spec(
         compute_fixed_s=2e-5,
         compute_per_element_s=1e-10,
         description="Toy: every round(1/density)-th element (same indices on every rank).",
+        gain_like="randomk",  # uniformly spread entries, like random-k
     )
 )
 

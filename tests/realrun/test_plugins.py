@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -129,6 +130,7 @@ def _fake_distribution(root: Path, entry_points: str) -> None:
 
 _PROBE = """\
 import json
+import math
 from sim.compress.base import compressor_names
 from sim.compress.spec import spec_names
 from sim.control.registry import policy_names
@@ -164,3 +166,27 @@ def test_a_broken_plugin_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "plugin 'broken' (no_such_module_here)" in lines[0], proc.stderr
+
+
+def test_entry_points_add_a_trace_format_and_a_real_workload(tmp_path: Path) -> None:
+    """A third-party importer and workload, each one module, work from the command line: the
+    importer converts a file, a real run (2 gloo ranks, started by the launcher, which find the
+    workload through the same entry point) trains the workload over the imported trace."""
+    dist = tmp_path / "site"
+    _fake_distribution(dist, "[compctl.trace_importers]\ntoy-csv = toy_importer\n\n"
+                             "[compctl.workloads]\ntoy-linear = toy_workload\n")
+    raw = tmp_path / "link.txt"
+    raw.write_text("0,200\n1,50\n2,200\n")
+    trace = tmp_path / "link.csv"
+    proc = _run(["-m", "sim.entry", "trace", "import", "toy-csv", str(raw), "--latency-ms", "1",
+                 "--out", str(trace)], dist)
+    assert proc.returncode == 0, proc.stderr
+    rows = [ln for ln in trace.read_text().splitlines() if not ln.startswith("#")]
+    assert rows[0].startswith("time_s,latency_s,bandwidth_Bps") and len(rows) == 4, rows
+    run = tmp_path / "run"
+    proc = _run(["-m", "sim.entry", "real", "--workload", "toy-linear", "--nproc", "2",
+                 "--iterations", "4", "--eval-every", "4", "--trace", str(trace),
+                 "--out", str(run), "--quiet", "--json"], dist)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["iterations"] == 4 and math.isfinite(summary["final_loss"])

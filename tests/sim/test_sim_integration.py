@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import sim.engine as engine
 from sim.control.policies.density_base import iteration_time_s
-from sim.control.registry import make_policy, register_policy
+from sim.control.registry import make_policy, register_policy, unregister_policy
 from sim.control.selector import select_collective
 from sim.control.types import Decision, Observation
 from sim.engine import GradNormSource, grad_norm_source
@@ -26,7 +26,9 @@ from sim.workloads import load_profile
 _SEEN: list[Observation] = []
 
 
-@register_policy("test-sim-integration-recorder", "test only: records observations")
+_RECORDER = "test-sim-integration-recorder"
+
+
 class _Recorder:
     def reset(self, *, seed: int) -> None:
         _SEEN.clear()
@@ -37,11 +39,21 @@ class _Recorder:
 
 
 def _recorded(workload: str, iterations: int = 6) -> Any:
+    # Registered only for the run: a test policy left in the registry would leak into tests
+    # that enumerate every registered policy (e.g. the two-worlds conformance test).
+    register_policy(_RECORDER, "test only: records observations")(_Recorder)
+    try:
+        return _run_recorded(workload, iterations)
+    finally:
+        unregister_policy(_RECORDER)
+
+
+def _run_recorded(workload: str, iterations: int) -> Any:
     cfg = SimConfig(
         workload=workload,
         workers=16,
         trace="seed003-steps",
-        policy="test-sim-integration-recorder",
+        policy=_RECORDER,
         iterations=iterations,
     )
     return run_simulation(cfg)

@@ -27,7 +27,11 @@ from .ping import import_ping
 from .skyplane import import_skyplane, skyplane_regions
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
+    "PLUGIN_OPTIONS",
     "IMPORTERS",
+    "importers",
+    "register_importer",
     "import_iperf3",
     "import_mahimahi",
     "import_pensieve",
@@ -44,3 +48,30 @@ IMPORTERS: dict[str, Callable[..., TraceSet]] = {
     "iperf3": import_iperf3,
     "skyplane": import_skyplane,
 }
+
+#: Entry-point group of third-party importers: each names a module that calls
+#: :func:`register_importer` when imported.
+ENTRY_POINT_GROUP = "compctl.trace_importers"
+#: The ``compctl trace import`` options a third-party importer may take (``--latency-ms``
+#: arrives as ``latency_s``, ``--name`` as ``name``).
+PLUGIN_OPTIONS: tuple[str, ...] = ("latency_ms", "name")
+_plugins_loaded = False
+
+
+def register_importer(name: str, importer: Callable[..., TraceSet]) -> Callable[..., TraceSet]:
+    """Add ``importer(path, *, latency_s=None, name=None) -> TraceSet`` as format ``name``."""
+    if name in IMPORTERS:
+        raise RuntimeError(f"trace importer {name!r} registered twice")
+    IMPORTERS[name] = importer
+    return importer
+
+
+def importers() -> dict[str, Callable[..., TraceSet]]:
+    """Every format and its importer: the built-in ones and those of entry points."""
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        from compctl_base.plugins import load_plugins
+
+        load_plugins(None, ENTRY_POINT_GROUP)
+    return dict(IMPORTERS)

@@ -8,13 +8,14 @@ import torch.distributed as dist
 
 from sim.collectives import collective_terms
 from sim.compress.base import Compressor, k_for, sparse_from, values_at
+from sim.compress.spec import get_spec
 from sim.control.types import Decision
 from sim.errors import InputError
 
 from ... import collectives as coll
 from ..records import Accum, sq_norm
 from ..state import CompressionHookState
-from .common import EXACT_K, PathResult
+from .common import PathResult
 
 __all__ = ["artopk_exchange"]
 
@@ -41,7 +42,7 @@ def artopk_exchange(
         idx = c.tensors[1].to(torch.int32)
     else:
         idx = torch.empty(0, dtype=torch.int32, device=flat.device)
-    if d.compressor not in EXACT_K:
+    if not get_spec(d.compressor).exact_k:
         count = torch.tensor([idx.numel()], dtype=torch.int64, device=flat.device)
         dist.broadcast(count, src=cur.owner, group=group)
         k = int(count.item())

@@ -1,5 +1,5 @@
-"""What the hook's synchronous exchange paths share: their result type and which compressors
-send exactly ``k_for(numel, density)`` values on every rank."""
+"""What the hook's synchronous exchange paths share: their result type. (Which compressors send
+exactly ``k_for(numel, density)`` values on every rank is their spec's ``exact_k``.)"""
 
 from __future__ import annotations
 
@@ -7,11 +7,7 @@ import torch
 
 from sim.collectives import AlphaBeta
 
-__all__ = ["EXACT_K", "PathResult"]
-
-#: Compressors whose payload size is exactly ``k_for(numel, density)`` on every rank, so sparse
-#: exchanges need no size negotiation.
-EXACT_K = frozenset({"topk"})
+__all__ = ["PathResult"]
 
 #: What a synchronous path returns: (flat mean, alpha-beta terms, gain numerator, gain
 #: denominator, communication start, communication end).

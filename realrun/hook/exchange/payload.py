@@ -12,14 +12,14 @@ import torch.distributed as dist
 
 from sim.collectives import AlphaBeta, collective_terms
 from sim.compress.base import Compressor, compress_with_feedback
-from sim.compress.spec import SAME_INDEX
+from sim.compress.spec import SAME_INDEX, get_spec
 from sim.control.types import Decision
 from sim.errors import InputError
 
 from ... import collectives as coll
 from ..records import Accum, sq_norm
 from ..state import CompressionHookState
-from .common import EXACT_K, PathResult
+from .common import PathResult
 
 __all__ = ["feedback_exchange", "exchange_payload"]
 
@@ -61,7 +61,7 @@ def exchange_payload(
     if layout == "sparse" and d.collective == "allgather":
         values, indices = c.tensors
         terms = collective_terms("allgather", n, float(c.payload_bytes))
-        if d.compressor in EXACT_K:
+        if get_spec(d.compressor).exact_k:
             out = coll.sparse_allgather_average(values.div(n), indices, numel, n, group)
         else:
             out = _ragged_sparse_average(values.div(n), indices, numel, n, group)

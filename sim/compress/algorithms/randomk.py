@@ -15,6 +15,7 @@ SPEC = builtin_spec(
     DENSE_COLLECTIVES,
     payloads.same_index,
     "Random-k with a seed shared by all ranks: same indices, values only.",
+    gain_like="randomk",
 )
 
 

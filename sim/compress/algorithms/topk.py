@@ -16,6 +16,7 @@ SPEC = builtin_spec(
     SPARSE_COLLECTIVES,
     payloads.sparse,
     "Exact top-k by magnitude (torch.topk): values + int32 indices.",
+    exact_k=True,
 )
 
 

@@ -85,8 +85,12 @@ def builtin_spec(
     collectives: tuple[str, ...],
     payload_fn: Callable[[int, float, int], Payload],
     description: str,
+    *,
+    exact_k: bool = False,
+    gain_like: str = "topk",
 ) -> CompressorSpec:
-    """Register the spec of built-in compressor ``name`` with its calibrated compute model."""
+    """Register the spec of built-in compressor ``name`` with its calibrated compute model
+    (``exact_k`` and ``gain_like``: see :class:`~sim.compress.spec.CompressorSpec`)."""
     fixed_s, per_element_s = registered_compute_model(name)
     return register_spec(
         CompressorSpec(
@@ -96,5 +100,7 @@ def builtin_spec(
             compute_fixed_s=fixed_s,
             compute_per_element_s=per_element_s,
             description=description,
+            exact_k=exact_k,
+            gain_like=gain_like,
         )
     )
