@@ -261,8 +261,9 @@ def _measured_words(meta: dict[str, Any], mode: str) -> str:
     n = max(2, int((meta.get("config") or {}).get("nproc", 2)))
     if mode == "netns":
         rates = ", ".join(f"{r:g}" for r in _netns_rates_mbit(meta))
-        return (f"measured now (gloo netns microbenchmark, {n} ranks, tbf at {rates} Mbit/s; "
-                "before and apart from the validated run)")
+        return (f"measured now (gloo netns microbenchmark, {n} ranks, tbf at {rates} Mbit/s, "
+                "allreduce and allgather; apart from the validated run, whose times are not "
+                "fitted)")
     return f"measured now (gloo loopback microbenchmark, 2..{n} ranks)"
 
 
@@ -275,7 +276,7 @@ def _measure_now(args: argparse.Namespace, meta: dict[str, Any], mode: str, tran
 
     n = max(2, int((meta.get("config") or {}).get("nproc", 2)))
     out = str(Path(tmp) / "transport-calibration.json")
-    sys.stderr.write(f"compctl: no transport calibration given: measuring allreduce first, "
+    sys.stderr.write(f"compctl: no transport calibration given: measuring the transport first, "
                      f"{_measured_words(meta, mode)[len('measured now ('):-1]}, to calibrate "
                      f"the {transport} transport\n")
     rates = None

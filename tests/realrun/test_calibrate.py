@@ -241,7 +241,7 @@ def test_validate_measures_first_when_no_calibration_is_given(
     run = _fake_real_run(tmp_path, "none")
     assert main(["validate", "--real", run, "--skip", "1"]) == 0
     cap = capsys.readouterr()
-    assert "no transport calibration given: measuring allreduce first" in cap.err
+    assert "no transport calibration given: measuring the transport first" in cap.err
     assert "real side: real transport (none" in cap.out
     assert "transport calibration: measured now (gloo loopback" in cap.out
     assert "simulated at the stepwise level, transport gloo" in cap.out

@@ -81,7 +81,7 @@ def test_validate_measures_a_netns_run_in_namespaces_first(
     write_run(run, records, meta)
     assert main(["validate", "--real", str(run), "--skip", "1"]) == 0
     cap = capsys.readouterr()
-    assert "no transport calibration given: measuring allreduce first" in cap.err
+    assert "no transport calibration given: measuring the transport first" in cap.err
     assert "gloo netns microbenchmark, 2 ranks, tbf at 100 Mbit/s" in cap.out
     assert "simulated at the stepwise level, transport gloo" in cap.out
     assert len(made) == 1 and made[0].n == 2 and not _ours(made) & _namespaces()
