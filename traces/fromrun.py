@@ -9,7 +9,9 @@ collective took (``comm_s``, the slowest rank). The alpha-beta model says
 with ``A`` the latency count of the collective for the run's workers, times the number of DDP
 buckets per iteration (``ceil(grad_bytes / bucket_bytes)``, an assumption: compressed payloads are
 sent per bucket like dense ones). Per window of iterations the two unknowns are fitted by least
-squares when the window holds several payload sizes; with a single size the latency is held (the
+squares when the window holds several payload sizes, through the lower envelope of the
+measurements (each repeated size stands by a low quantile of its times: scheduling waits, sleep
+overshoot and retransmissions only add time); with a single size the latency is held (the
 previous window's fit, else ``latency_s`` given by the caller, else 0, which makes the bandwidth a
 lower bound) and the bandwidth is the median of ``bytes / (comm - A * latency)``. The least-squares
 fit drops iterations more than 4 scaled MADs off the first line and refits once. Results are
@@ -44,6 +46,8 @@ BANDWIDTH_MIN_BPS = 1e3
 BANDWIDTH_MAX_BPS = 1e13
 #: Relative spread of payload sizes below which a window counts as a single size.
 _SIZE_SPREAD = 0.05
+#: Quantile of a repeated payload size's times that stands for it (noise only adds time).
+_ENVELOPE_Q = 0.2
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,26 @@ def _held(a: np.ndarray, x: np.ndarray, y: np.ndarray, lat: float) -> float:
     return _clamp_bw(float(np.median(bw)))
 
 
+def _lower_envelope(
+    a: np.ndarray, x: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One point per distinct (latency count, bytes): the low quantile of its measured times.
+
+    What delays a measured collective beyond the alpha-beta line (a rank waiting for a core, a
+    sleep that overshoots, a retransmission) only ever adds time, so the line is the lower
+    envelope of the measurements, not their mean. Where a payload size repeats, its
+    ``_ENVELOPE_Q`` quantile stands for it; sizes seen once are kept as they are. With fewer than
+    two distinct sizes the points are returned unchanged.
+    """
+    keys = np.column_stack([a, x])
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if len(uniq) < 2 or len(uniq) == len(x):
+        return a, x, y
+    low = np.array([np.quantile(y[inverse == g], _ENVELOPE_Q) for g in range(len(uniq))])
+    return uniq[:, 0], uniq[:, 1], low
+
+
 def fit_window(
     a: np.ndarray, x: np.ndarray, y: np.ndarray, held_latency_s: float
 ) -> tuple[float, float, str]:
@@ -87,6 +111,7 @@ def fit_window(
     """
     spread = (float(x.max()) - float(x.min())) / max(float(x.max()), 1.0)
     if len(x) >= 2 and spread > _SIZE_SPREAD:
+        a, x, y = _lower_envelope(a, x, y)
         design = np.column_stack([a, x])
         (lat, inv_bw), *_ = np.linalg.lstsq(design, y, rcond=None)
         # One trimming pass: iterations far off the line (a policy switching compressors, a

@@ -131,3 +131,29 @@ def test_real_gloo_run_converts_near_the_shaped_bandwidth(tmp_path: Path) -> Non
     shaped_Bps = 50e6 / 8
     assert shaped_Bps / 1.5 <= float(tr.bandwidth_Bps[0]) <= shaped_Bps * 1.5
     assert 0.5e-3 <= float(tr.latency_s[0]) <= 8e-3
+
+
+def test_one_sided_noise_does_not_bias_the_fit(tmp_path: Path) -> None:
+    """Delays that only add time (a rank waiting for a core) on a third of the iterations, up to
+    10x the collective: the fit follows the lower envelope and recovers the link within 5%."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rng = np.random.default_rng(11)
+    lat, bw, rows = 2e-3, 6.25e6, 120
+    sizes = rng.choice([80.0, 776.0, 7688.0, 23064.0, 38440.0], size=rows)
+    clean = np.array([collective_terms("allgather", 2, float(s)).time_s(lat, bw) for s in sizes])
+    hit = rng.random(rows) < 1 / 3
+    comm = clean + hit * rng.exponential(4e-3, rows) * (1 + 9 * rng.random(rows))
+    recs = {"iteration": list(range(rows)), "start_s": list(np.linspace(0, 5, rows)),
+            "comm_s": comm.tolist(),
+            "bytes_sent": [collective_terms("allgather", 2, float(s)).n_bytes for s in sizes],
+            "collective": ["allgather"] * rows}
+    pq.write_table(pa.table(recs), run / "records.parquet")
+    meta = {"source": "real", "status": "complete", "workers": 2, "grad_bytes": 38440,
+            "bucket_bytes": 25 * 2**20}
+    (run / "meta.json").write_text(json.dumps(meta))
+    out = tmp_path / "t.csv"
+    assert main(["trace", "from-run", str(run), "--out", str(out), "--quiet"]) == 0
+    tr = read_trace(out).for_worker(0)
+    assert float(tr.bandwidth_Bps[0]) == pytest.approx(bw, rel=0.05)
+    assert float(tr.latency_s[0]) == pytest.approx(lat, rel=0.05)
