@@ -4,27 +4,28 @@
         --out docs/benchmarks/ds_sync_real.json
     python benchmarks/bench_ds_sync.py real --steps 800 --eval-every 20 --skip-dense \
         --shuffle-every 64 256 --out docs/benchmarks/ds_sync_real_long.json
-    python benchmarks/bench_ds_sync.py fit --runs docs/benchmarks/ds_sync_real.json \
-        docs/benchmarks/ds_sync_real_long.json --fit-on 64 --write
     python benchmarks/bench_ds_sync.py real --steps 300 --eval-every 5 --lr 0.4 \
         --shuffle-every 1 16 256 --out docs/benchmarks/ds_sync_real_lr04.json
-    python benchmarks/bench_ds_sync.py fit --runs docs/benchmarks/ds_sync_real_lr04.json \
-        --fit-on 256 --targets loss:0.5,loss:0.4,loss:0.3,loss:0.25,accuracy:0.9,accuracy:0.95
+    python benchmarks/bench_ds_sync.py fit --runs docs/benchmarks/ds_sync_real.json \
+        docs/benchmarks/ds_sync_real_long.json docs/benchmarks/ds_sync_real_lr04.json \
+        --targets loss:1,loss:0.7,loss:0.5,accuracy:0.9 loss:1,loss:0.7,loss:0.5,accuracy:0.9 \
+        loss:0.5,loss:0.4,loss:0.3,loss:0.25,accuracy:0.9,accuracy:0.95 \
+        --fit-on 0.05:64 0.4:1 0.4:256 --write
 
 ``real`` trains the bundled ``digits-mlp`` on ``--nproc`` gloo ranks (CPU, no network
 emulation: convergence only) for every seed: plain allreduce (the dense baseline of the same
 seed), and DS-Sync with ``--groups`` groups at each ``--shuffle-every`` period. It stores every
-run's evaluation curve. ``fit`` fits ``kappa`` on the calibration period (``--fit-on``, default the smallest) only,
-predicts the others (held out) and prints, per seed and target, the measured and predicted
-iterations, their error and the final accuracy against dense; ``--write`` stores ``kappa``
-in ``sim/sync/consensus_params.json``.
+run's evaluation curve. ``fit`` fits the consensus model (:mod:`sim.sync.consensus`) on the
+``--fit-on`` (learning rate, shuffle period) cells only, both with one parameter (``h = 0``)
+and with two (``kappa``, ``h``), predicts every cell (the others are held out) and prints per
+cell the measured and predicted slowdown and the iterations-to-target errors; ``--write``
+stores the two-parameter fit in ``sim/sync/consensus_params.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import tempfile
@@ -32,10 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from sim.sync.calibrate import fit_kappa, iterations_to, predicted_slowdown
-from sim.sync.consensus import CONSENSUS_PARAMS_FILE, consensus_distance
+from sim.sync.calibrate import SlowdownCase, fit_consensus, slowdown_cases, summarise
+from sim.sync.consensus import CONSENSUS_PARAMS_FILE
 
 TARGETS = (("loss", 1.0), ("loss", 0.7), ("loss", 0.5), ("accuracy", 0.9))
 
@@ -83,11 +82,6 @@ def cmd_real(args: argparse.Namespace) -> None:
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def _key(run: dict[str, Any]) -> int:
-    s = run["sync"]
-    return int(s[s.index("--shuffle-every") + 1]) if s else 0
-
-
 def _targets(text: str | None) -> tuple[tuple[str, float], ...]:
     if not text:
         return TARGETS
@@ -98,75 +92,80 @@ def _targets(text: str | None) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def _workload_lr(workload: str) -> float:
+    from realrun.workloads import get_workload
+
+    return float(get_workload(workload).lr)
+
+
 def cmd_fit(args: argparse.Namespace) -> None:
-    docs = [json.loads(Path(p).read_text()) for p in args.runs]
-    doc = docs[0]
-    n, g = doc["nproc"], doc["groups"]
-    for other in docs[1:]:
-        if (other["nproc"], other["groups"], other["workload"], other.get("lr")) != (
-            n, g, doc["workload"], doc.get("lr")
-        ):
-            raise SystemExit("--runs files must share workload, nproc, groups and lr")
-        doc["runs"] = doc["runs"] + other["runs"]
-    periods = sorted({k for d in docs for k in d["shuffle_every"]})
-    by_seed: dict[int, dict[int, dict[str, Any]]] = {}
-    for r in doc["runs"]:
-        by_seed.setdefault(r["seed"], {})[_key(r)] = r
-
-    def slowdowns(k: int) -> list[tuple[int, str, float, float]]:
-        out = []
-        for seed, runs in sorted(by_seed.items()):
-            dense, ds = runs[0], runs[k]
-            for metric, target in _targets(args.targets):
-                vals = "eval_loss" if metric == "loss" else "eval_accuracy"
-                td = iterations_to(dense["eval_steps"], dense[vals], target, metric)
-                tg = iterations_to(ds["eval_steps"], ds[vals], target, metric)
-                if td is not None and tg is not None:
-                    out.append((seed, f"{metric}{'<=' if metric == 'loss' else '>='}{target}",
-                                td, tg))
-        return out
-
-    calib = args.fit_on if args.fit_on is not None else periods[0]
-    cases = [(n, g, calib, tg / td) for _, _, td, tg in slowdowns(calib)]
-    kappa, rms = fit_kappa(cases)
-    print(f"kappa = {kappa:.4f} (fit on shuffle-every {calib}, {len(cases)} cases, "
-          f"rms log error {rms:.3f})")
-    print("| shuffle every | D | seed | target | dense it. | DS-Sync it. | predicted | error |")
-    print("|---|---|---|---|---|---|---|---|")
-    summary = {}
-    for k in periods:
-        errs = []
-        for seed, tgt, td, tg in slowdowns(k):
-            pred = td * predicted_slowdown(n, g, k, kappa)
-            err = (pred - tg) / tg
-            errs.append(err)
-            print(f"| {k}{' (fit)' if k == calib else ''} | {consensus_distance(n, g, k):.3f} | "
-                  f"{seed} | {tgt} | {td:.0f} | {tg:.0f} | {pred:.0f} | {err * 100:+.1f}% |")
-        summary[k] = (float(np.mean(np.abs(errs))) if errs else math.nan, len(errs),
-                      sum(e >= 0 for e in errs), float(np.max(np.abs(errs))) if errs else math.nan)
-    for k, (mae, cnt, within, worst) in summary.items():
-        print(f"shuffle every {k}: mean |error| {mae * 100:.1f}% (max {worst * 100:.1f}%) over "
-              f"{cnt} cases; reached the target within the predicted iterations in {within}")
-    print("| seed | run | final accuracy | dense | difference (points) |")
-    print("|---|---|---|---|---|")
-    for seed, runs in sorted(by_seed.items()):
-        dense_acc = runs[0]["eval_accuracy"][-1]
-        for k in periods:
-            acc = runs[k]["eval_accuracy"][-1]
-            print(f"| {seed} | g={g} k={k} | {acc:.4f} | {dense_acc:.4f} | "
-                  f"{(acc - dense_acc) * 100:+.2f} |")
+    specs = []
+    if args.targets and len(args.targets) not in (1, len(args.runs)):
+        raise SystemExit("--targets: give one list for all --runs files or one per file")
+    workload = None
+    merged: dict[float, tuple[dict[str, Any], tuple[tuple[str, float], ...]]] = {}
+    for i, path in enumerate(args.runs):
+        doc = json.loads(Path(path).read_text())
+        if workload not in (None, doc["workload"]):
+            raise SystemExit("--runs files must share the workload")
+        workload = doc["workload"]
+        lr = float(doc["lr"]) if doc.get("lr") is not None else _workload_lr(workload)
+        text = args.targets[min(i, len(args.targets) - 1)] if args.targets else None
+        targets = _targets(text)
+        specs.append({"file": path, "lr": lr,
+                      "targets": ",".join(f"{m}:{v:g}" for m, v in targets)})
+        if lr in merged:  # a file of the same learning rate: its runs join the earlier ones
+            first, first_targets = merged[lr]
+            if (first["nproc"], first["groups"], first_targets) != (
+                doc["nproc"], doc["groups"], targets
+            ):
+                raise SystemExit("--runs files of one learning rate must share nproc, groups "
+                                 "and targets")
+            first["runs"] = first["runs"] + doc["runs"]
+        else:
+            merged[lr] = (doc, targets)
+    cases: list[SlowdownCase] = []
+    for lr, (doc, targets) in merged.items():
+        cases += slowdown_cases(doc["runs"], doc["nproc"], doc["groups"], lr, targets)
+    assert workload is not None
+    own_lr = _workload_lr(workload)
+    fit_on = {(float(lr), int(k)) for lr, _, k in (x.partition(":") for x in args.fit_on)}
+    fit_cases = [c for c in cases if (c.lr, c.shuffle_every) in fit_on]
+    models = {"one-parameter (h = 0)": fit_consensus(fit_cases, own_lr, curvature=0.0),
+              "two-parameter (kappa, h)": fit_consensus(fit_cases, own_lr)}
+    results = {}
+    for name, (params, rms) in models.items():
+        print(f"{name}: kappa = {params.kappa:.6g}, h = {params.curvature:.6g} (fit on "
+              f"{', '.join(sorted(args.fit_on))}: {len(fit_cases)} cases, rms log error "
+              f"{rms:.4f})")
+        print("| lr | shuffle every | D | measured slowdown | predicted | mean abs error | "
+              "max abs error | reached within predicted | noise floor |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        summ = summarise(cases, params)
+        for key, row in summ.items():
+            lr_s, _, k_s = key.partition(":")
+            d = params.distance(cases[0].workers, cases[0].groups, int(k_s), float(lr_s))
+            tag = " (fit)" if (float(lr_s), int(k_s)) in fit_on else " (held out)"
+            print(f"| {lr_s} | {k_s}{tag} | {d:.3f} | {row['measured_slowdown']:.3f} | "
+                  f"{row['predicted_slowdown']:.4f} | {row['mean_abs_error'] * 100:.1f}% | "
+                  f"{row['max_abs_error'] * 100:.1f}% | {row['within_predicted']} of "
+                  f"{row['cases']} | {row['noise_floor_mean_abs_error'] * 100:.1f}% |")
+        results[name] = (params, rms, summ)
     if args.write:
-        table = json.loads(CONSENSUS_PARAMS_FILE.read_text())
+        params, rms, summ = results["two-parameter (kappa, h)"]
         entry = {
-            "kappa": kappa,
-            "calibrated_on": {"workers": n, "groups": g, "shuffle_every": calib,
-                              "seeds": sorted(by_seed), "steps": doc["steps"]},
+            "kappa": params.kappa,
+            "curvature": params.curvature,
+            "lr": params.lr,
+            "calibrated_on": {"workers": cases[0].workers, "groups": cases[0].groups,
+                              "fit_on": sorted(args.fit_on), "runs": specs},
             "fit_rms_log_error": rms,
-            "held_out_mean_abs_error": {str(k): v[0] for k, v in summary.items() if k != calib},
+            "by_lr_and_period": summ,
             "note": "python benchmarks/bench_ds_sync.py real/fit (real gloo runs on CPU)",
         }
-        table[doc["workload"]] = entry
-        table["default"] = {**entry, "note": f"calibrated on {doc['workload']}; " + entry["note"]}
+        table = json.loads(CONSENSUS_PARAMS_FILE.read_text())
+        table[workload] = entry
+        table["default"] = {**entry, "note": f"calibrated on {workload}; " + entry["note"]}
         CONSENSUS_PARAMS_FILE.write_text(json.dumps(table, indent=1) + "\n")
         print(f"wrote {CONSENSUS_PARAMS_FILE}")
 
@@ -190,10 +189,12 @@ def main() -> None:
     r.set_defaults(func=cmd_real)
     f = sub.add_parser("fit")
     f.add_argument("--runs", required=True, nargs="+", help="files written by `real`")
-    f.add_argument("--fit-on", type=int, default=None,
-                   help="the shuffle period kappa is fitted on (default: the smallest)")
-    f.add_argument("--targets", default=None,
-                   help="metric:value list, e.g. loss:0.5,accuracy:0.95 (default: "
+    f.add_argument("--fit-on", required=True, nargs="+", metavar="LR:K",
+                   help="(learning rate, shuffle period) cells the model is fitted on; the "
+                   "others are held out")
+    f.add_argument("--targets", default=None, nargs="+",
+                   help="metric:value list per --runs file (or one for all), e.g. "
+                   "loss:0.5,accuracy:0.95 (default: "
                    + ",".join(f"{m}:{v:g}" for m, v in TARGETS) + ")")
     f.add_argument("--write", action="store_true")
     f.set_defaults(func=cmd_fit)

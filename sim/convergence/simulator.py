@@ -7,7 +7,7 @@ columns from the bundled model of its workload profile, or of the most similar c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -17,6 +17,9 @@ from sim.errors import InputError
 from .loss import progress_with_loss
 from .model import ConvergenceModel
 from .progress import efficiency, progress_scalar
+
+if TYPE_CHECKING:
+    from sim.sync import ConsensusParams
 
 __all__ = [
     "progress_per_step",
@@ -144,10 +147,11 @@ def apply_sync_efficiency(
     workers: int,
     groups: Sequence[int],
     shuffle_every: Sequence[int],
-    kappa: float,
+    params: ConsensusParams,
 ) -> dict[str, np.ndarray]:
     """``cols`` with DS-Sync's consensus cost applied: each iteration's progress increment is
-    scaled by :func:`sim.sync.sync_efficiency` of its ``(groups, shuffle_every)``.
+    scaled by :func:`sim.sync.sync_efficiency` of its ``(groups, shuffle_every)`` at the
+    workload's own learning rate (``params.lr``).
 
     When every iteration has one group (efficiency 1) ``cols`` is returned unchanged, so
     DS-Sync with one group predicts exactly what plain allreduce does.
@@ -161,7 +165,7 @@ def apply_sync_efficiency(
     for i, key in enumerate(zip(groups, shuffle_every, strict=True)):
         e = cache.get(key)
         if e is None:
-            e = cache[key] = sync_efficiency(workers, int(key[0]), int(key[1]), kappa)
+            e = cache[key] = sync_efficiency(workers, int(key[0]), int(key[1]), params)
         eff[i] = e
     if bool(np.all(eff == 1.0)):
         return cols
@@ -191,7 +195,7 @@ def convergence_columns(
     the most similar one (:func:`trace_for_profile`), and says which in the returned meta dict.
     ``sync`` is ``(workers, groups per iteration, shuffle_every per iteration)`` of a run that
     may use DS-Sync: progress then pays the consensus cost (:func:`apply_sync_efficiency`) with
-    the workload's calibrated ``kappa``, recorded in the meta under ``consensus``.
+    the workload's calibrated consensus parameters, recorded in the meta under ``consensus``.
     """
     source, borrowed, note = trace_for_profile(profile)
     model = ConvergenceModel.bundled(source)
@@ -210,12 +214,14 @@ def convergence_columns(
         "params": model.params.to_json(),
     }
     if sync is not None:
-        from sim.sync import load_kappa
+        from sim.sync import load_consensus
 
-        kappa, entry = load_kappa(source)
+        params, entry = load_consensus(source)
         workers, groups, shuffle_every = sync
-        cols = apply_sync_efficiency(model, cols, workers, groups, shuffle_every, kappa)
-        meta["consensus"] = {"kappa": kappa, **{k: v for k, v in entry.items() if k != "kappa"}}
+        cols = apply_sync_efficiency(model, cols, workers, groups, shuffle_every, params)
+        meta["consensus"] = {"kappa": params.kappa, "curvature": params.curvature,
+                             "lr": params.lr, **{k: v for k, v in entry.items()
+                                                 if k not in ("kappa", "curvature", "lr")}}
     return cols, meta
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from .consensus import (
     CONSENSUS_PARAMS_FILE,
+    ConsensusParams,
     consensus_distance,
-    load_kappa,
+    load_consensus,
     sync_efficiency,
 )
 from .grouping import (
@@ -28,12 +29,13 @@ from .grouping import (
 __all__ = [
     "CONSENSUS_PARAMS_FILE",
     "SYNCS",
+    "ConsensusParams",
     "check_sync",
     "consensus_distance",
     "epoch_of",
     "group_of",
     "groups_at",
-    "load_kappa",
+    "load_consensus",
     "locality_domains",
     "sync_efficiency",
 ]

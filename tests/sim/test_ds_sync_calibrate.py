@@ -1,4 +1,4 @@
-"""Fitting DS-Sync's consensus parameter, reading targets, labels in the report."""
+"""Fitting DS-Sync's consensus parameters, reading targets, labels in the report."""
 
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ from hypothesis import given, settings
 
 from analysis.load import CHOICE_KEYS, policy_label
 from sim.errors import InputError
-from sim.sync import consensus_distance
-from sim.sync.calibrate import fit_kappa, iterations_to, predicted_slowdown
+from sim.sync import ConsensusParams, consensus_distance
+from sim.sync.calibrate import (
+    SlowdownCase,
+    fit_consensus,
+    iterations_to,
+    predicted_slowdown,
+    slowdown_cases,
+)
 
 
 def test_iterations_to_interpolates_and_handles_misses() -> None:
@@ -28,25 +34,58 @@ def test_iterations_to_interpolates_and_handles_misses() -> None:
         iterations_to(steps, [1.0, 1.0, 1.0], 0.5, "perplexity")
 
 
-@settings(max_examples=40, deadline=None)
+def _case(n: int, g: int, k: int, lr: float, slowdown: float) -> SlowdownCase:
+    return SlowdownCase(n, g, k, lr, 0, "loss<=1", 100.0, 100.0 * slowdown)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.floats(0.5, 20.0), st.floats(0.2, 2.0), st.sampled_from([(4, 2), (8, 2), (12, 3)]))
+def test_fit_recovers_both_parameters_from_exact_slowdowns(
+    kappa: float, h: float, shape: tuple[int, int]
+) -> None:
+    n, g = shape
+    truth = ConsensusParams(kappa, h, 0.05)
+    cells = [(1, 0.05), (64, 0.05), (1, 0.4), (16, 0.4), (256, 0.4)]
+    cases = [_case(n, g, k, lr, truth.slowdown(n, g, k, lr)) for k, lr in cells]
+    got, rms = fit_consensus(cases, 0.05)
+    assert rms < 1e-3
+    for k, lr in cells:  # the predictions, not necessarily the parameters, are identified
+        assert got.slowdown(n, g, k, lr) == pytest.approx(truth.slowdown(n, g, k, lr), rel=1e-4)
+
+
+@settings(max_examples=20, deadline=None)
 @given(st.floats(0.0, 20.0), st.sampled_from([(4, 2, 1), (8, 2, 4), (12, 3, 2)]))
-def test_fit_recovers_kappa_from_exact_slowdowns(kappa: float, shape: tuple[int, int, int]) -> None:
+def test_one_parameter_fit_recovers_kappa(kappa: float, shape: tuple[int, int, int]) -> None:
     n, g, k = shape
-    cases = [(n, g, k, predicted_slowdown(n, g, k, kappa)), (n, g, k + 3,
-             predicted_slowdown(n, g, k + 3, kappa))]
-    got, rms = fit_kappa(cases)
-    assert got == pytest.approx(kappa, rel=1e-3, abs=1e-4)
+    truth = ConsensusParams(kappa, 0.0, 1.0)
+    cases = [_case(n, g, kk, 1.0, truth.slowdown(n, g, kk)) for kk in (k, k + 3)]
+    got, rms = fit_consensus(cases, 1.0, curvature=0.0)
+    assert got.curvature == 0.0
+    assert got.kappa == pytest.approx(kappa, rel=1e-3, abs=1e-4)
     assert rms < 1e-3
 
 
 def test_fit_never_goes_negative_and_needs_a_group() -> None:
-    kappa, _ = fit_kappa([(4, 2, 1, 0.9), (4, 2, 1, 0.95)])
-    assert kappa == 0.0
+    got, _ = fit_consensus([_case(4, 2, 1, 0.1, 0.9), _case(4, 2, 1, 0.1, 0.95)], 0.1)
+    assert got.kappa == 0.0
     with pytest.raises(InputError):
-        fit_kappa([(4, 4, 1, 2.0), (4, 1, 1, 1.0)])
-    assert math.isinf(predicted_slowdown(4, 4, 1, 1.0))
-    assert predicted_slowdown(4, 1, 1, 3.0) == 1.0
-    assert predicted_slowdown(4, 2, 1, 2.0) == pytest.approx(1 + 2 * consensus_distance(4, 2, 1))
+        fit_consensus([_case(4, 4, 1, 0.1, 2.0), _case(4, 1, 1, 0.1, 1.0)], 0.1)
+    p = ConsensusParams(2.0, 0.0, 1.0)
+    assert math.isinf(predicted_slowdown(4, 4, 1, p))
+    assert predicted_slowdown(4, 1, 1, ConsensusParams(3.0, 1.0, 1.0)) == 1.0
+    assert predicted_slowdown(4, 2, 1, p) == pytest.approx(1 + 2 * consensus_distance(4, 2, 1))
+
+
+def test_slowdown_cases_pair_each_run_with_its_seeds_dense_run() -> None:
+    dense = {"sync": [], "seed": 0, "eval_steps": [10, 20, 30], "eval_loss": [2.0, 1.0, 0.5],
+             "eval_accuracy": [0.5, 0.8, 0.9]}
+    ds = {"sync": ["--sync", "ds-sync", "--groups", "2", "--shuffle-every", "8"], "seed": 0,
+          "eval_steps": [10, 20, 30], "eval_loss": [2.0, 1.5, 1.0],
+          "eval_accuracy": [0.5, 0.6, 0.7]}
+    orphan = dict(ds, seed=1)  # no dense run of seed 1: not a case
+    cases = slowdown_cases([ds, dense, orphan], 4, 2, 0.05, [("loss", 1.0), ("accuracy", 0.9)])
+    assert cases == [SlowdownCase(4, 2, 8, 0.05, 0, "loss<=1", 20.0, 30.0)]
+    assert cases[0].slowdown == pytest.approx(1.5)
 
 
 def test_report_labels_name_ds_sync_and_keep_plain_labels() -> None:

@@ -11,12 +11,13 @@ from hypothesis import given, settings
 
 from sim.errors import InputError
 from sim.sync import (
+    ConsensusParams,
     check_sync,
     consensus_distance,
     epoch_of,
     group_of,
     groups_at,
-    load_kappa,
+    load_consensus,
     sync_efficiency,
 )
 
@@ -127,9 +128,12 @@ def test_consensus_distance_identities() -> None:
     assert math.isinf(consensus_distance(8, 8, 1))
     # n = 4, g = 2, k = 1: c = 1/3, a = 1/4, V1 = (1/3)(3/4)/(2/3) = 3/8.
     assert consensus_distance(4, 2, 1) == pytest.approx(0.375)
-    assert sync_efficiency(8, 1, 4, 5.0) == 1.0
-    assert sync_efficiency(8, 8, 1, 5.0) == 0.0
-    assert sync_efficiency(4, 2, 1, 2.0) == pytest.approx(1 / (1 + 0.75))
+    p = ConsensusParams(kappa=2.0, curvature=0.0, lr=1.0)
+    assert sync_efficiency(8, 1, 4, ConsensusParams(5.0, 3.0, 1.0)) == 1.0
+    assert sync_efficiency(8, 8, 1, ConsensusParams(5.0, 3.0, 1.0)) == 0.0
+    assert sync_efficiency(4, 2, 1, p) == pytest.approx(1 / (1 + 0.75))
+    # 1 + kappa lr^2 D: halving the learning rate quarters the cost when h = 0.
+    assert sync_efficiency(4, 2, 1, p, lr=0.5) == pytest.approx(1 / (1 + 0.75 / 4))
 
 
 @settings(max_examples=60, deadline=None)
@@ -161,5 +165,6 @@ def test_monte_carlo_matches_the_consensus_model() -> None:
 
 
 def test_kappa_table_has_a_default() -> None:
-    kappa, entry = load_kappa("no-such-workload")
-    assert kappa >= 0 and "note" in entry
+    params, entry = load_consensus("no-such-workload")
+    assert params.kappa >= 0 and params.curvature >= 0 and params.lr > 0
+    assert "no-such-workload" in entry["note"]
