@@ -205,3 +205,35 @@ def test_fit_recovers_an_allgather_efficiency_by_transfer_time() -> None:
     assert flat.transport.allgather_efficiency_per_doubling == 0.0
     assert flat.transport.call_per_tensor == 0
     assert max(abs(p["rel_error"]) for p in flat.points) > 0.05
+
+
+def test_calibrate_cli_fits_by_time_unless_asked_for_one_efficiency(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.entry import main
+    from sim.transport_fit import write_csv
+
+    truth = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, hop_floor_s=2e-4,
+                    bandwidth_efficiency=0.9, allgather_efficiency=0.7,
+                    allgather_efficiency_per_doubling=-0.04, allgather_reference_s=0.01)
+    pts = []
+    for mbit in (25, 100):
+        bw = mbit * 1e6 / 8
+        for size in (4096, 65536, 2**20):
+            for op, coll in (("allreduce", "ring"), ("allgather", "allgather")):
+                t = predict_s(truth, 2, size, latency_s=0.0, bandwidth_Bps=bw, collective=coll)
+                pts.append(Measurement(2, float(size), t, bw, op))
+    csv_path = tmp_path / "pts.csv"
+    write_csv(str(csv_path), pts)
+    by_time, const = tmp_path / "t.json", tmp_path / "c.json"
+    assert main(["calibrate", "--csv", str(csv_path), "--host-copy-gbytes", "0",
+                 "--out", str(by_time)]) == 0
+    assert main(["calibrate", "--csv", str(csv_path), "--host-copy-gbytes", "0",
+                 "--allgather-constant", "--out", str(const)]) == 0
+    capsys.readouterr()
+    got = json.loads(by_time.read_text())["transports"]["gloo"]
+    assert got["allgather_efficiency_per_doubling"] == pytest.approx(-0.04, rel=1e-3)
+    assert "call_per_tensor" not in got  # from --csv: one call carries the payload
+    flat = json.loads(const.read_text())["transports"]["gloo"]
+    assert "allgather_efficiency_per_doubling" not in flat
+    assert "allgather_reference_s" not in flat
