@@ -1,7 +1,7 @@
 """Sim-vs-real validation on real transport: netns runs (real TCP through tbf-shaped veth pairs).
 
 Usage: ``python benchmarks/bench_netns_validation.py [--ranks 2,4] [--steps 100] [--json]
-[--keep DIR]`` (root: network namespaces and tc).
+[--keep DIR] [--reuse] [--pricing one-call|per-call|per-call-by-time]`` (root: network namespaces and tc).
 
 For every rank count, three stages, each on runs of its own:
 
@@ -60,6 +60,8 @@ CONST = "const:lat_ms=1,bw_mbps=20"
 STEPPED = "steps:dur_s=1/1,lat_ms=1/1,bw_mbps=50/10,loop=true"
 CAL_SEED, VAL_SEED = 1, 2
 WORKLOAD = "digits-cnn"
+# --pricing: how the simulator prices the top-k exchange (see main's help).
+PRICING = "per-call-by-time"
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
@@ -80,7 +82,9 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
         points = measure_netns(CAL_RATES, n, max(CAL_SIZES), iters=3, sizes=CAL_SIZES,
                                ranks=[n], ops=("allreduce", "allgather"))
         write_csv(str(csv_path), points)
-    fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0))
+    fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0),
+                        allgather_by_size=PRICING == "per-call-by-time",
+                        call_per_tensor=PRICING != "one-call")
     doc = calibration_document(fit, source=f"netns microbenchmark, {n} ranks, tbf at "
                                f"{', '.join(f'{r:g}' for r in CAL_RATES)} Mbit/s")
     path = tmp / f"transport-n{n}.json"
@@ -89,6 +93,9 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
     return path, {"hop_latency_s": tp.hop_latency_s, "base_latency_s": tp.base_latency_s,
                   "hop_floor_s": tp.hop_floor_s, "latency_model": fit.latency_model,
                   "allgather_efficiency": tp.allgather_efficiency,
+                  "allgather_efficiency_per_doubling": tp.allgather_efficiency_per_doubling,
+                  "allgather_reference_s": tp.allgather_reference_s,
+                  "call_per_tensor": tp.call_per_tensor,
                   "bandwidth_efficiency": tp.bandwidth_efficiency, **fit.summary()}
 
 
@@ -160,9 +167,16 @@ def main() -> int:
     ap.add_argument("--keep", default=None, help="keep the runs and calibrations here")
     ap.add_argument("--reuse", action="store_true",
                     help="with --keep: reuse the runs and measurements found there")
+    ap.add_argument("--pricing", default="per-call-by-time",
+                    choices=("one-call", "per-call", "per-call-by-time"),
+                    help="the sparse exchange as one allgather call at one efficiency (the "
+                    "previous model); one call per tensor (values, indices) at one efficiency; "
+                    "one call per tensor, the allgather efficiency a function of the transfer "
+                    "time (default)")
     args = ap.parse_args()
-    global REUSE
+    global REUSE, PRICING
     REUSE = bool(args.reuse and args.keep)
+    PRICING = args.pricing
     out = []
     with tempfile.TemporaryDirectory(prefix="bench-netns-val-") as t:
         tmp = Path(args.keep) if args.keep else Path(t)
@@ -178,7 +192,11 @@ def main() -> int:
         t, c = b["transport"], b["calibration"]
         print(f"{b['ranks']} ranks: transport hop {t['hop_latency_s'] * 1e6:.1f} us added, "
               f"floor {t['hop_floor_s'] * 1e6:.1f} us, allgather efficiency "
-              f"{t.get('allgather_efficiency', 0.0):.3f}, efficiency "
+              f"{t.get('allgather_efficiency', 0.0):.3f} "
+              f"({t.get('allgather_efficiency_per_doubling', 0.0):+.3f} per doubling of the "
+              f"transfer time from {t.get('allgather_reference_s', 0.0) * 1e3:.3g} ms), calls "
+              f"per tensor "
+              f"{t.get('call_per_tensor', 0)}, efficiency "
               f"{t['bandwidth_efficiency']:.3f} (fit MAPE {t['fit']['mean_abs_rel_error']:.1%}); "
               f"compute x{c['compute_scale']:.3f}, extra latency "
               f"{c['extra_latency_s'] * 1e6:.1f} us/term, compression x{c['compress_scale']:.3f}, "

@@ -113,6 +113,11 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
         link_latency_s=args.link_latency_ms * 1e-3,
         link_bandwidth_Bps=None if args.link_gbps is None else args.link_gbps * 1e9 / 8,
         collective=args.collective, fit_max_bytes=fit_max, fit_ranks=fit_ranks,
+        # Allgather points at several sizes: an efficiency per size (gloo's falls with size).
+        allgather_by_size=True,
+        # The microbenchmark drives torch.distributed as the real hook does, which sends a
+        # sparse payload's values and indices in calls of their own.
+        call_per_tensor=bool(args.measure),
     )
     doc = calibration_document(fit, source="; ".join(sources))
     if args.save_measurements:

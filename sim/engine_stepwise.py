@@ -217,7 +217,12 @@ class StepwiseIterationModel(WorkloadCosts):
         for i, b in enumerate(self.buckets):
             payload = spec.payload(b.numel, decision.density, self.dtype_bytes)
             s = schedule_for(
-                decision.collective_for(i), m, payload, gpus_per_node=g, ps_shards=self.ps_shards
+                decision.collective_for(i),
+                m,
+                payload,
+                gpus_per_node=g,
+                ps_shards=self.ps_shards,
+                ragged=not spec.exact_k,
             )
             terms = s.terms("net")
             if groups is not None:

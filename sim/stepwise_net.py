@@ -12,6 +12,14 @@ then costs
   bandwidth efficiency (an allgather's own, if the transport has one), and no faster than a
   TCP window allows per connection; and at least
   the transport's ``hop_floor_s`` (per-hop software time that overlaps the transfer).
+  An allgather step's efficiency may depend on its transfer time at the link's rate
+  (:meth:`Transport.allgather_efficiency_at`).
+
+Per-tensor calls: under a transport with ``call_per_tensor``, an allgather whose schedule names
+several parts (values, indices, a count: :attr:`Schedule.parts`) is that many calls back to
+back. Each step then costs the sum over calls of each call's ``X`` (its share of the bytes at
+its own size's efficiency, each at least ``hop_floor_s``), its ``d`` holds one per-hop latency
+per call, and the base latency is paid once per call.
 
 Chunk pipelining: with ``chunk_bytes`` each step's message is cut into ``C`` chunks. A link is
 one resource for all the steps that use it (a ring uses every link in every step), so chunking
@@ -69,6 +77,9 @@ class CompiledPhase:
     traced: bool  # whether any link used follows a trace
     name: str = ""
     efficiency: float = 0.0  # bandwidth efficiency of this phase (0: the transport's)
+    # Per-tensor calls: the share of the bytes of each (empty: one call).
+    calls: tuple[float, ...] = ()
+    gather: bool = False  # an allgather phase (its own efficiency model)
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,6 +92,7 @@ class CompiledSchedule:
     total_bytes: float
     traced: bool
     max_rank_bytes: float = 0.0  # the most any rank sends (host staging copies this much)
+    n_calls: int = 1  # collective calls (each pays the base latency)
 
 
 class LinkStates:
@@ -208,8 +220,15 @@ class StepwiseNetwork:
         traced = False
         mask = self.states._mask
         eff = 0.0
-        if schedule.collective.startswith("allgather"):
-            eff = self.transport.allgather_efficiency
+        calls: tuple[float, ...] = ()
+        tp = self.transport
+        gather = schedule.collective.startswith("allgather")
+        if gather:
+            eff = tp.allgather_efficiency
+            # The phases carry the payload; a ragged exchange's count is a call on top of it.
+            per_rank = _payload_bytes(schedule)
+            if tp.call_per_tensor and schedule.parts and per_rank > 0:
+                calls = tuple(b / per_rank for b in schedule.parts)
         for ph in schedule.phases:
             if ph.steps == 0:
                 continue
@@ -227,13 +246,14 @@ class StepwiseNetwork:
             t = bool(mask[used].any())
             traced = traced or t
             phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t, ph.name,
-                                        eff))
+                                        eff, calls, gather))
             biggest = max(biggest, float(ph.nbytes.max()))
         cb = self.transport.chunk_bytes
         chunks = max(1, math.ceil(biggest / cb)) if cb > 0 else 1
         total = float(sum(float(p.msg_bytes.sum()) * p.repeats for p in phases))
         most = float(schedule.bytes_sent().max()) if schedule.n else 0.0
-        cs = CompiledSchedule(schedule, tuple(phases), chunks, total, traced, most)
+        cs = CompiledSchedule(schedule, tuple(phases), chunks, total, traced, most,
+                              max(1, len(calls)))
         self._keep.append(cs)
         return cs
 
@@ -265,16 +285,30 @@ class StepwiseNetwork:
         """``(d, X)``: a step's latency and its most loaded link's time for all its bytes."""
         tp = self.transport
         lat_path = np.where(ph.paths >= 0, lat[ph.paths], 0.0).sum(axis=1)
-        d = float(lat_path.max()) + tp.hop_latency_s
-        eff = ph.efficiency if ph.efficiency > 0 else tp.bandwidth_efficiency
-        x = float((ph.load_bytes / (bw[ph.links] * eff)).max())
+        link = float(lat_path.max())
+        if ph.calls:
+            x = sum(self._transfer_s(ph, lat_path, bw, share) for share in ph.calls)
+            return link + tp.hop_latency_s * len(ph.calls), x
+        return link + tp.hop_latency_s, self._transfer_s(ph, lat_path, bw, 1.0)
+
+    def _transfer_s(
+        self, ph: CompiledPhase, lat_path: np.ndarray, bw: np.ndarray, share: float
+    ) -> float:
+        """``X`` of one call moving ``share`` of the phase's bytes: the most loaded link's time
+        at the phase's efficiency, the TCP window's bound, the hop floor."""
+        tp = self.transport
+        eff = ph.efficiency
+        if ph.gather and tp.allgather_efficiency_per_doubling != 0.0:
+            eff = tp.allgather_efficiency_at(float((ph.load_bytes * share / bw[ph.links]).max()))
+        eff = eff if eff > 0 else tp.bandwidth_efficiency
+        x = float((ph.load_bytes * share / (bw[ph.links] * eff)).max())
         if tp.window_bytes > 0:
             rtt = 2.0 * lat_path
-            capped = ph.msg_bytes * rtt / tp.window_bytes
+            capped = ph.msg_bytes * share * rtt / tp.window_bytes
             x = max(x, float(capped.max()))
         if tp.hop_floor_s > 0:
             x = max(x, tp.hop_floor_s)
-        return d, x
+        return x
 
     def _cost(
         self, ph: CompiledPhase, key: tuple[int, ...], lat: np.ndarray, bw: np.ndarray
@@ -304,7 +338,7 @@ class StepwiseNetwork:
         if not cs.phases:
             return 0.0
         tp = self.transport
-        extra = tp.base_latency_s
+        extra = tp.base_latency_s * cs.n_calls
         if tp.host_copy_Bps > 0:
             extra += 2.0 * cs.max_rank_bytes / tp.host_copy_Bps
         states = self.states
@@ -387,6 +421,12 @@ class StepwiseNetwork:
             step, last = _step_times(*self._cost(ph, key, lat, bw), c_n, slots)
             dur = last if tail else step
         return t + left * dur  # pragma: no cover - pathological trace
+
+
+def _payload_bytes(schedule: Schedule) -> float:
+    """One rank's payload of an allgather schedule: what its first step sends per message."""
+    first = schedule.phases[0] if schedule.phases else None
+    return float(first.nbytes.max()) if first is not None and len(first.nbytes) else 0.0
 
 
 def _step_times(d: float, big_x: float, chunks: int, slots: int) -> tuple[float, float]:

@@ -42,7 +42,7 @@ from typing import Any
 
 from sim.errors import InputError
 
-from .transports import CALIBRATION_SCHEMA, Transport
+from .transports import CALIBRATION_SCHEMA, OPTIONAL_DEFAULTS, Transport
 
 __all__ = [
     "Measurement",
@@ -243,6 +243,8 @@ def fit_transport(
     fit_max_bytes: float | None = None,
     fit_ranks: set[int] | None = None,
     hold: Callable[[Measurement], bool] | None = None,
+    allgather_by_size: bool = False,
+    call_per_tensor: bool = False,
 ) -> FitResult:
     """Fit ``base``'s latencies and bandwidth efficiency to ``points`` (module docstring).
 
@@ -250,6 +252,12 @@ def fit_transport(
     ``hold`` is true are held out: not fitted on, but predicted and reported (``held_out``).
     When every point names its link bandwidth, each is predicted on that link and the
     efficiency is fitted directly (``link_bandwidth_Bps`` must then be ``None``).
+
+    ``allgather_by_size``: with allgather points of three transfer times or more (bytes over
+    the link rate), the allgather efficiency is fitted as a function of the transfer time
+    (``allgather_efficiency`` at the reference time, a power of two seconds near the geometric
+    mean of the fitted points', plus ``allgather_efficiency_per_doubling``). ``call_per_tensor`` sets the transport field of that
+    name (the measured library is driven one call per tensor, as compctl's real hook does).
     """
     import numpy as np
     from scipy.optimize import least_squares
@@ -277,8 +285,16 @@ def fit_transport(
     if any(m.op == "allgather" for m in points) and not per_point:
         raise InputError("allgather measurements need their link rates (netns measurements or "
                          "a bandwidth_Bps column)")
-    unit = replace(base, bandwidth_efficiency=1.0, allgather_efficiency=0.0)
+    unit = replace(base, bandwidth_efficiency=1.0, allgather_efficiency=0.0,
+                   allgather_efficiency_per_doubling=0.0,
+                   call_per_tensor=1 if call_per_tensor else 0)
     ag = 3 if not base_held else 2  # index of the allgather efficiency in x
+    ag_times = sorted({m.size_bytes / float(m.bandwidth_Bps or 1.0)
+                       for m in train if m.op == "allgather"})
+    by_size = allgather_by_size and per_point and len(ag_times) >= 3
+    if by_size:
+        mean_log2 = sum(math.log2(t) for t in ag_times) / len(ag_times)
+        unit = replace(unit, allgather_reference_s=float(2.0 ** round(mean_log2)))
 
     def transport_for(x: np.ndarray, model: str) -> tuple[Transport, float]:
         """The candidate transport and, for unshaped points, the link bandwidth."""
@@ -288,7 +304,9 @@ def fit_transport(
                      else 0.0, hop_floor_s=hop_s if model == "overlap" else 0.0)
         if per_point:
             return replace(tp, bandwidth_efficiency=min(1.0, float(x[0])),
-                           allgather_efficiency=min(1.0, float(x[ag])) if gathers else 0.0), 0.0
+                           allgather_efficiency=min(1.0, float(x[ag])) if gathers else 0.0,
+                           allgather_efficiency_per_doubling=float(x[ag + 1]) if by_size
+                           else 0.0), 0.0
         return tp, float(x[0]) * 1e9
 
     def predict(m: Measurement, x: np.ndarray, model: str) -> float:
@@ -312,13 +330,15 @@ def fit_transport(
         lo, hi = lo + [0.0], hi + [np.inf]
     if gathers:
         lo, hi = lo + [1e-6], hi + [1.0]
+    if by_size:
+        lo, hi = lo + [-0.25], hi + [0.25]
     # Two per-hop latency models (sim.transports): additive (hop_latency_s) and overlapping
     # the transfer (hop_floor_s); the one with the smaller residual on the fitted points wins
     # (additive on a tie).
     best: tuple[float, str, np.ndarray] | None = None
     for model, hop0 in (("additive", 0.5 * per_step0), ("overlap", per_step0)):
         x0 = ([first, hop0 * 1e6] + ([] if base_held else [0.5 * hop0 * 1e6])
-              + ([first] if gathers else []))
+              + ([first] if gathers else []) + ([0.0] if by_size else []))
 
         def resid(x: np.ndarray, model: str = model) -> np.ndarray:
             return np.array([predict(m, x, model) / m.time_s - 1.0 for m in train])
@@ -357,8 +377,11 @@ def fit_transport(
 def calibration_document(fit: FitResult, *, source: str) -> dict[str, Any]:
     """The calibration file's content (schema of :mod:`sim.transports`) for ``fit``."""
     params = {f.name: getattr(fit.transport, f.name) for f in fields(fit.transport)
-              if f.name != "name"}
+              if f.name != "name" and getattr(fit.transport, f.name)
+              != OPTIONAL_DEFAULTS.get(f.name, math.nan)}
     params["slots"] = int(params["slots"])
+    if "call_per_tensor" in params:
+        params["call_per_tensor"] = int(params["call_per_tensor"])
     if fit.link_bandwidth_Bps > 0:
         note = (f"fitted by compctl calibrate on {source}; simulate with a link bandwidth of "
                 f"{fit.link_bandwidth_Bps * 8 / 1e9:.6g} Gbit/s and latency "
@@ -372,6 +395,13 @@ def calibration_document(fit: FitResult, *, source: str) -> dict[str, Any]:
                  "at least that long), which matched better than an additive hop_latency_s")
     if fit.base_held:
         note += "; one rank count: base_latency_s held at 0"
+    tp = fit.transport
+    if tp.allgather_efficiency_per_doubling:
+        note += (f"; allgather efficiency {tp.allgather_efficiency:.4g} on transfers of "
+                 f"{tp.allgather_reference_s * 1e3:.4g} ms at the link's rate, "
+                 f"{tp.allgather_efficiency_per_doubling:+.4g} per doubling of that time")
+    if tp.call_per_tensor:
+        note += "; one collective call per payload tensor (as compctl's real hook sends them)"
     return {
         "schema": CALIBRATION_SCHEMA,
         "note": note,

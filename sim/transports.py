@@ -18,7 +18,26 @@ A :class:`Transport` is a named parameter set:
   alternative; ``compctl calibrate`` fits one or the other, whichever matches better;
 - ``allgather_efficiency``: the bandwidth efficiency of allgather schedules, where the
   library's allgather reaches a different fraction of the link than its allreduce (0: the
-  same as ``bandwidth_efficiency``).
+  same as ``bandwidth_efficiency``);
+- ``allgather_efficiency_per_doubling``: how the allgather efficiency changes per doubling of
+  a step's transfer time at the link's rate (its bytes over the link bandwidth): measured
+  through tbf-shaped veth links, gloo's 2-rank allgather reached about 0.75 of the rate on
+  transfers of 5 ms and 0.6 on transfers of 300 ms, at 25 and at 100 Mbit/s alike. A step of
+  ideal time ``t`` moves at the allgather efficiency plus this times
+  ``log2(t / allgather_reference_s)``, kept in [0.02, 1] (0: the same for every transfer; may
+  be negative);
+- ``allgather_reference_s``: the transfer time at which the allgather efficiency holds as
+  given (only used with a non-zero ``allgather_efficiency_per_doubling``);
+- ``call_per_tensor``: 1 where every tensor of a payload travels in its own collective call, as
+  compctl's real hook sends a sparse payload (one ``all_gather`` of the values, one of the
+  indices, and before them one of the counts where ranks keep different counts): each call
+  pays the base latency, the per-hop latency or floor of each step, and moves its own bytes at
+  its own size's efficiency (0: one call carries the whole payload). The calls of one step
+  share the link latency of that step (the netns emulation sleeps one collective's latency per
+  exchange); a link with real latency would add it once more per extra call.
+
+The three fields above are left out of :meth:`Transport.to_dict` and written calibration files
+at their defaults, so outputs that do not use them stay byte for byte as before.
 
 Bundled sets (sources; none of the values is fitted to a measurement here):
 
@@ -58,7 +77,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 ships no tomllib
     import tomli as tomllib
 
-__all__ = ["Transport", "TRANSPORTS", "CALIBRATION_SCHEMA", "get_transport", "load_calibration"]
+__all__ = [
+    "Transport",
+    "TRANSPORTS",
+    "OPTIONAL_DEFAULTS",
+    "CALIBRATION_SCHEMA",
+    "get_transport",
+    "load_calibration",
+]
 
 #: The ``schema`` value of a calibration file.
 CALIBRATION_SCHEMA = "compctl-transports/1"
@@ -80,6 +106,9 @@ class Transport:
     window_bytes: float = 0.0
     hop_floor_s: float = 0.0
     allgather_efficiency: float = 0.0
+    allgather_efficiency_per_doubling: float = 0.0
+    allgather_reference_s: float = 0.01
+    call_per_tensor: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -88,7 +117,7 @@ class Transport:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise InputError(f"transport {self.name}: {f.name} must be a number, got {v!r}")
-            if v < 0:
+            if v < 0 and f.name != "allgather_efficiency_per_doubling":
                 raise InputError(f"transport {self.name}: {f.name} must be >= 0, got {v!r}")
         if not 0.0 < self.bandwidth_efficiency <= 1.0:
             raise InputError(
@@ -102,10 +131,49 @@ class Transport:
             )
         if int(self.slots) != self.slots:
             raise InputError(f"transport {self.name}: slots must be an integer")
+        if abs(self.allgather_efficiency_per_doubling) > 1.0:
+            raise InputError(
+                f"transport {self.name}: allgather_efficiency_per_doubling must be in [-1, 1], "
+                f"got {self.allgather_efficiency_per_doubling!r}"
+            )
+        if self.allgather_reference_s <= 0:
+            raise InputError(f"transport {self.name}: allgather_reference_s must be > 0")
+        if self.call_per_tensor not in (0, 1):
+            raise InputError(
+                f"transport {self.name}: call_per_tensor must be 0 or 1, got "
+                f"{self.call_per_tensor!r}"
+            )
+
+    def allgather_efficiency_at(self, transfer_s: float) -> float:
+        """The bandwidth efficiency of an allgather step whose bytes take ``transfer_s`` at the
+        link's full rate (0: the transport's ``bandwidth_efficiency``, when no allgather
+        model is set)."""
+        slope = self.allgather_efficiency_per_doubling
+        if slope == 0.0:
+            return self.allgather_efficiency
+        base = self.allgather_efficiency or self.bandwidth_efficiency
+        ratio = max(transfer_s, 1e-9) / self.allgather_reference_s
+        return min(1.0, max(MIN_EFFICIENCY, base + slope * math.log2(ratio)))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready parameters (for run metadata)."""
-        return asdict(self)
+        """JSON-ready parameters (for run metadata); the size and per-call fields only where
+        they are not at their defaults."""
+        out = asdict(self)
+        for key, default in OPTIONAL_DEFAULTS.items():
+            if out[key] == default:
+                del out[key]
+        return out
+
+
+#: The lowest efficiency the size-dependent allgather model gives.
+MIN_EFFICIENCY = 0.02
+
+#: Fields written only when not at these defaults (run metadata, calibration files).
+OPTIONAL_DEFAULTS: dict[str, float] = {
+    "allgather_efficiency_per_doubling": 0.0,
+    "allgather_reference_s": 0.01,
+    "call_per_tensor": 0,
+}
 
 
 #: The bundled transports.

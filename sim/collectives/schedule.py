@@ -23,7 +23,7 @@ Pure numpy: no SimPy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,6 +50,8 @@ __all__ = [
     "artopk_schedule",
     "hierarchical_schedule",
     "schedule_for",
+    "payload_parts",
+    "COUNT_BYTES",
 ]
 
 
@@ -85,11 +87,18 @@ class Phase:
 
 @dataclass(frozen=True, eq=False)
 class Schedule:
-    """A collective among ``n`` ranks as a sequence of phases."""
+    """A collective among ``n`` ranks as a sequence of phases.
+
+    ``parts``: for an allgather whose payload is several tensors, each tensor's bytes per rank
+    in the order a per-tensor sender sends them (empty: one tensor); a transport with
+    ``call_per_tensor`` prices one call per part (:mod:`sim.stepwise_net`). The phases always
+    carry the whole payload, so the alpha-beta terms do not depend on it.
+    """
 
     collective: str
     n: int
     phases: tuple[Phase, ...]
+    parts: tuple[float, ...] = ()
 
     @property
     def steps(self) -> int:
@@ -343,14 +352,38 @@ SCHEDULES: tuple[str, ...] = (
 )
 
 
+#: Bytes of the count a ragged sparse exchange agrees first (one int64 per rank).
+COUNT_BYTES = 8.0
+
+
+def payload_parts(payload: Payload, *, ragged: bool = False) -> tuple[float, ...]:
+    """Each tensor's bytes of ``payload`` as a per-tensor sender sends it over allgather: the
+    count first where ``ragged`` (sparse payloads whose ranks keep different counts), then the
+    values, the indices and anything else; empty when the payload is a single tensor."""
+    parts = [b for b in (payload.value_bytes, payload.index_bytes, payload.other_bytes) if b > 0]
+    if ragged and payload.index_bytes > 0:
+        parts.insert(0, COUNT_BYTES)
+    return tuple(parts) if len(parts) > 1 else ()
+
+
 def schedule_for(
-    collective: str, n: int, payload: Payload, *, gpus_per_node: int = 1, ps_shards: int = 1
+    collective: str,
+    n: int,
+    payload: Payload,
+    *,
+    gpus_per_node: int = 1,
+    ps_shards: int = 1,
+    ragged: bool = False,
 ) -> Schedule:
     """The schedule carrying one rank's ``payload`` over ``collective``.
 
     AR-Topk broadcasts the index bytes and allreduces the rest; every other collective carries
-    the whole payload (as :func:`sim.collectives.shape.payload_terms`).
+    the whole payload (as :func:`sim.collectives.shape.payload_terms`). Allgather schedules
+    name the payload's tensors (:attr:`Schedule.parts`; ``ragged``: a count goes first).
     """
+    if collective.startswith("allgather"):
+        ag = _allgather_for(collective, n, payload.total_bytes)
+        return replace(ag, parts=payload_parts(payload, ragged=ragged))
     total = payload.total_bytes
     if collective == "ring":
         return ring_allreduce_schedule(n, total)
@@ -364,13 +397,17 @@ def schedule_for(
         return ps_schedule(n, total, ps_shards)
     if collective == "hierarchical":
         return hierarchical_schedule(n, total, gpus_per_node)
+    if collective in ("artopk-ring", "artopk-tree"):
+        values = payload.value_bytes + payload.other_bytes
+        return artopk_schedule(collective == "artopk-tree", n, values, payload.index_bytes)
+    raise InputError(f"unknown collective {collective!r}; known: {', '.join(SCHEDULES)}")
+
+
+def _allgather_for(collective: str, n: int, total: float) -> Schedule:
     if collective == "allgather":
         return allgather_schedule(n, total)
     if collective == "allgather-ring":
         return allgather_ring_schedule(n, total)
     if collective == "allgather-direct":
         return allgather_direct_schedule(n, total)
-    if collective in ("artopk-ring", "artopk-tree"):
-        values = payload.value_bytes + payload.other_bytes
-        return artopk_schedule(collective == "artopk-tree", n, values, payload.index_bytes)
     raise InputError(f"unknown collective {collective!r}; known: {', '.join(SCHEDULES)}")
