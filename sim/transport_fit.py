@@ -32,17 +32,17 @@ parameter, ``allgather_efficiency``, is then fitted for them.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sim.errors import InputError
 
-from .transports import CALIBRATION_SCHEMA, OPTIONAL_DEFAULTS, Transport
+from .transport_doc import calibration_document, dump_document
+from .transports import Transport
 
 __all__ = [
     "Measurement",
@@ -372,46 +372,3 @@ def fit_transport(
                      "predicted_s": pred, "rel_error": pred / m.time_s - 1.0,
                      "held_out": held(m), "bandwidth_Bps": m.bandwidth_Bps})
     return FitResult(tp, link_bw, link_latency_s, bw, base_held, rows, latency_model)
-
-
-def calibration_document(fit: FitResult, *, source: str) -> dict[str, Any]:
-    """The calibration file's content (schema of :mod:`sim.transports`) for ``fit``."""
-    params = {f.name: getattr(fit.transport, f.name) for f in fields(fit.transport)
-              if f.name != "name" and getattr(fit.transport, f.name)
-              != OPTIONAL_DEFAULTS.get(f.name, math.nan)}
-    params["slots"] = int(params["slots"])
-    if "call_per_tensor" in params:
-        params["call_per_tensor"] = int(params["call_per_tensor"])
-    if fit.link_bandwidth_Bps > 0:
-        note = (f"fitted by compctl calibrate on {source}; simulate with a link bandwidth of "
-                f"{fit.link_bandwidth_Bps * 8 / 1e9:.6g} Gbit/s and latency "
-                f"{fit.link_latency_s * 1e3:.6g} ms")
-    else:
-        note = (f"fitted by compctl calibrate on {source}; measured on shaped links of known "
-                "rates: bandwidth_efficiency is the fraction of a link's rate reached, for any "
-                f"rate; link latency {fit.link_latency_s * 1e3:.6g} ms")
-    if fit.latency_model == "overlap":
-        note += ("; per-hop time fitted as hop_floor_s (it overlaps the transfer: a step lasts "
-                 "at least that long), which matched better than an additive hop_latency_s")
-    if fit.base_held:
-        note += "; one rank count: base_latency_s held at 0"
-    tp = fit.transport
-    if tp.allgather_efficiency_per_doubling:
-        note += (f"; allgather efficiency {tp.allgather_efficiency:.4g} on transfers of "
-                 f"{tp.allgather_reference_s * 1e3:.4g} ms at the link's rate, "
-                 f"{tp.allgather_efficiency_per_doubling:+.4g} per doubling of that time")
-    if tp.call_per_tensor:
-        note += "; one collective call per payload tensor (as compctl's real hook sends them)"
-    return {
-        "schema": CALIBRATION_SCHEMA,
-        "note": note,
-        "source": {"measurements": source, "link_bandwidth_Bps": fit.link_bandwidth_Bps,
-                   "link_latency_s": fit.link_latency_s,
-                   "fitted_bandwidth_Bps": fit.fitted_bandwidth_Bps, **fit.summary()},
-        "transports": {fit.transport.name: params},
-    }
-
-
-def dump_document(doc: dict[str, Any]) -> bytes:
-    """``doc`` as the bytes of a JSON calibration file."""
-    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()

@@ -31,6 +31,7 @@ from sim.compress.spec import Payload
 from sim.errors import InputError
 
 from .closed_form import AlphaBeta
+from .shape import COUNT_BYTES, payload_parts
 
 __all__ = [
     "Phase",
@@ -350,20 +351,6 @@ SCHEDULES: tuple[str, ...] = (
     "allgather-ring",
     "allgather-direct",
 )
-
-
-#: Bytes of the count a ragged sparse exchange agrees first (one int64 per rank).
-COUNT_BYTES = 8.0
-
-
-def payload_parts(payload: Payload, *, ragged: bool = False) -> tuple[float, ...]:
-    """Each tensor's bytes of ``payload`` as a per-tensor sender sends it over allgather: the
-    count first where ``ragged`` (sparse payloads whose ranks keep different counts), then the
-    values, the indices and anything else; empty when the payload is a single tensor."""
-    parts = [b for b in (payload.value_bytes, payload.index_bytes, payload.other_bytes) if b > 0]
-    if ragged and payload.index_bytes > 0:
-        parts.insert(0, COUNT_BYTES)
-    return tuple(parts) if len(parts) > 1 else ()
 
 
 def schedule_for(

@@ -26,7 +26,14 @@ from .closed_form import (
     ring_reduce_scatter,
 )
 
-__all__ = ["IntraNodeLink", "payload_terms", "CollectiveShape", "collective_shape"]
+__all__ = [
+    "IntraNodeLink",
+    "payload_terms",
+    "CollectiveShape",
+    "collective_shape",
+    "COUNT_BYTES",
+    "payload_parts",
+]
 
 _ARTOPK = ("artopk-ring", "artopk-tree")
 
@@ -81,3 +88,17 @@ def collective_shape(
     rs = ring_reduce_scatter(g, m).time_s(link.latency_s, link.bandwidth_Bps)
     ag = ring_allgather(g, m).time_s(link.latency_s, link.bandwidth_Bps)
     return CollectiveShape(ring_allreduce(n // g, m / g), rs, ag)
+
+
+#: Bytes of the count a ragged sparse exchange agrees first (one int64 per rank).
+COUNT_BYTES = 8.0
+
+
+def payload_parts(payload: Payload, *, ragged: bool = False) -> tuple[float, ...]:
+    """Each tensor's bytes of ``payload`` as a per-tensor sender sends it over allgather: the
+    count first where ``ragged`` (sparse payloads whose ranks keep different counts), then the
+    values, the indices and anything else; empty when the payload is a single tensor."""
+    parts = [b for b in (payload.value_bytes, payload.index_bytes, payload.other_bytes) if b > 0]
+    if ragged and payload.index_bytes > 0:
+        parts.insert(0, COUNT_BYTES)
+    return tuple(parts) if len(parts) > 1 else ()
