@@ -47,7 +47,7 @@ BANDWIDTH_MAX_BPS = 1e13
 #: Relative spread of payload sizes below which a window counts as a single size.
 _SIZE_SPREAD = 0.05
 #: Quantile of a repeated payload size's times that stands for it (noise only adds time).
-_ENVELOPE_Q = 0.2
+_ENVELOPE_Q = 0.1
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def test_real_gloo_run_converts_near_the_shaped_bandwidth(tmp_path: Path) -> Non
     so the window fits both terms. Measured here: 49 Mbit/s, 2.2 ms (factor 1.02)."""
     run = tmp_path / "real"
     assert main(["real", "--nproc", "2", "--workload", "digits-mlp", "--policy", "bandit-ucb",
-                 "--trace", "const:lat_ms=2,bw_mbps=50", "--steps", "60", "--quiet",
+                 "--trace", "const:lat_ms=2,bw_mbps=50", "--steps", "150", "--quiet",
                  "--out", str(run)]) == 0
     out = tmp_path / "t.csv"
     assert main(["trace", "from-run", str(run), "--out", str(out), "--quiet"]) == 0
