@@ -60,9 +60,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--allgather", action="store_true",
                    help="--measure --netns-mbit: time allgathers too and fit their own "
                    "efficiency (allgather_efficiency)")
-    p.add_argument("--allgather-constant", action="store_true",
-                   help="fit one allgather efficiency for every transfer (default: an "
-                   "efficiency by transfer time, where the points span three times or more)")
+    p.add_argument("--allgather-by-time", action="store_true",
+                   help="fit the allgather efficiency as a function of transfer time (where "
+                   "the points span three times or more) instead of one efficiency; fits the "
+                   "microbenchmark better but made delay-driven policies' validation worse "
+                   "(docs/calibration.md)")
     p.add_argument("--max-ranks", type=int, default=2, help="--measure: ranks 2..N (2)")
     p.add_argument("--min-ranks", type=int, default=2,
                    help="--measure: smallest rank count (2)")

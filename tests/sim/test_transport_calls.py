@@ -207,7 +207,7 @@ def test_fit_recovers_an_allgather_efficiency_by_transfer_time() -> None:
     assert max(abs(p["rel_error"]) for p in flat.points) > 0.05
 
 
-def test_calibrate_cli_fits_by_time_unless_asked_for_one_efficiency(
+def test_calibrate_cli_fits_one_efficiency_unless_asked_for_one_by_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from sim.entry import main
@@ -227,9 +227,9 @@ def test_calibrate_cli_fits_by_time_unless_asked_for_one_efficiency(
     write_csv(str(csv_path), pts)
     by_time, const = tmp_path / "t.json", tmp_path / "c.json"
     assert main(["calibrate", "--csv", str(csv_path), "--host-copy-gbytes", "0",
-                 "--out", str(by_time)]) == 0
+                 "--allgather-by-time", "--out", str(by_time)]) == 0
     assert main(["calibrate", "--csv", str(csv_path), "--host-copy-gbytes", "0",
-                 "--allgather-constant", "--out", str(const)]) == 0
+                 "--out", str(const)]) == 0
     capsys.readouterr()
     got = json.loads(by_time.read_text())["transports"]["gloo"]
     assert got["allgather_efficiency_per_doubling"] == pytest.approx(-0.04, rel=1e-3)
