@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from transport_points import shaped_points
 
 from sim.entry import main
 from sim.runner import SimConfig, run_simulation
@@ -348,13 +349,7 @@ def test_allgather_points_fit_their_own_efficiency(
 
     truth = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, hop_latency_s=1e-4,
                     bandwidth_efficiency=0.9, allgather_efficiency=0.6)
-    pts = []
-    for mbit in (25, 100):
-        bw = mbit * 1e6 / 8
-        for size in (4096, 65536, 2**20):
-            for op, coll in (("allreduce", "ring"), ("allgather", "allgather")):
-                t = predict_s(truth, 2, size, latency_s=0.0, bandwidth_Bps=bw, collective=coll)
-                pts.append(Measurement(2, float(size), t, bw, op))
+    pts = shaped_points(truth)
     path = tmp_path / "both.csv"
     write_csv(str(path), pts)
     assert read_csv(str(path)) == pts

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from transport_points import shaped_points
 
 from sim.collectives import schedule as sc
 from sim.compress.spec import Payload
@@ -216,13 +217,7 @@ def test_calibrate_cli_fits_one_efficiency_unless_asked_for_one_by_time(
     truth = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, hop_floor_s=2e-4,
                     bandwidth_efficiency=0.9, allgather_efficiency=0.7,
                     allgather_efficiency_per_doubling=-0.04, allgather_reference_s=0.01)
-    pts = []
-    for mbit in (25, 100):
-        bw = mbit * 1e6 / 8
-        for size in (4096, 65536, 2**20):
-            for op, coll in (("allreduce", "ring"), ("allgather", "allgather")):
-                t = predict_s(truth, 2, size, latency_s=0.0, bandwidth_Bps=bw, collective=coll)
-                pts.append(Measurement(2, float(size), t, bw, op))
+    pts = shaped_points(truth)
     csv_path = tmp_path / "pts.csv"
     write_csv(str(csv_path), pts)
     by_time, const = tmp_path / "t.json", tmp_path / "c.json"
