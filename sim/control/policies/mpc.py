@@ -26,6 +26,18 @@ least corrected time (a real collective may run slower than its model).
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
 since the last plan.
 
+A collective never run yet gets half the mean log correction of those that were (a correction
+absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
+latency/bandwidth split -- and what is specific to the one measured), so noisy measurements of
+the collective in use do not make an untried one look cheap by the whole factor.
+
+Probing (``probe_every`` > 0): the monitor cannot split latency from bandwidth while every
+collective has the same shape (one density held, one bucket), and small payloads carry a byte
+term too small to see; predictions for other densities are then guesses. When the last
+``probe_every`` observations ran densities within a factor 3 of each other and a plan under a
+``probe_factor`` times faster link would pick a denser density, the step after the plan runs
+that denser density once (bounded exploration); the plan itself is unchanged.
+
 ``delta`` is what is left to ``target_progress`` when one is set, else ``horizon_progress`` (a
 rolling target). The gain of a density other than the one in force is the model's gain scaled by
 the ratio of the measured gain (``Observation.gain``) to the model's gain at the density in force,
@@ -161,6 +173,8 @@ class MpcPolicy(DensityPolicy):
         switch_margin: float = 0.02,
         replan_change: float = 0.25,
         initial_density: float = 0.001,
+        probe_every: int = 0,
+        probe_factor: float = 10.0,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
@@ -183,6 +197,11 @@ class MpcPolicy(DensityPolicy):
         if not replan_change > 0.0:
             raise ValueError(f"replan_change must be > 0, got {replan_change!r}")
         self.replan_change = float(replan_change)
+        if probe_every < 0 or not probe_factor > 1.0:
+            raise ValueError(f"need probe_every >= 0 and probe_factor > 1, got {probe_every!r}, "
+                             f"{probe_factor!r}")
+        self.probe_every = int(probe_every)
+        self.probe_factor = float(probe_factor)
         self.compressor = compressor
         self._auto_collective = collective == AUTO
         self._terms: dict[tuple[str, int, float, float, str], Any] = {}
@@ -210,6 +229,11 @@ class MpcPolicy(DensityPolicy):
         self._corr: dict[str, float] = {}
         self._hidden_s: dict[bool, float | None] = {True: None, False: None}
         self._gain_ratio = 1.0
+        #: The planned density (a probe step runs another one without changing the plan).
+        self._held = self.density
+        self._probing = False
+        self._last_probe = -(10**9)
+        self._recent: deque[float] = deque(maxlen=max(1, self.probe_every))
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -318,12 +342,21 @@ class MpcPolicy(DensityPolicy):
             best, best_s = "", math.inf
             for coll in self._candidates[comp]:
                 t = self._comm_terms(coll, obs, m, density, comp).time_s(lat, bw)
-                t *= math.exp(self._corr.get(coll, 0.0))
+                t *= math.exp(self._correction(coll))
                 if t < best_s:
                     best, best_s = coll, t
             choice[m] = best
             total += count * best_s
         return choice, total
+
+    def _correction(self, coll: str) -> float:
+        """Log correction of ``coll``: its own once it ran, else half the mean of those that
+        ran (what was measured is part shared by every collective, part specific to the one
+        measured; nothing tells the two apart, so half the evidence carries over)."""
+        own = self._corr.get(coll)
+        if own is not None:
+            return own
+        return 0.5 * sum(self._corr.values()) / len(self._corr) if self._corr else 0.0
 
     def _iteration_s(self, obs: Observation, density: float, lat: float, bw: float) -> float:
         comm = self._comm_s(obs, density, lat, bw)[1]
@@ -371,7 +404,8 @@ class MpcPolicy(DensityPolicy):
             n += _CHUNK
         return cap
 
-    def _score(self, obs: Observation, density: float, delta: float) -> float:
+    def _score(self, obs: Observation, density: float, delta: float, bw_scale: float = 1.0
+               ) -> float:
         n = self._steps(density, delta)
         times = []
         # The trend is extrapolated to the next re-plan only; beyond it the level holds. A
@@ -379,27 +413,47 @@ class MpcPolicy(DensityPolicy):
         ahead = min(n / 2.0, float(self.window_steps))
         for z in (-self.spread, 0.0, self.spread):
             lat = self._lat.at(ahead, -z)
-            bw = self._bw.at(ahead, z)
+            bw = self._bw.at(ahead, z) * bw_scale
             times.append(n * self._iteration_s(obs, density, lat, bw))
         if len(self._bw):
             times.append(n * self._iteration_s(
-                obs, density, self._lat.median(), self._bw.median()
+                obs, density, self._lat.median(), self._bw.median() * bw_scale
             ))
         mean = sum(times) / len(times)
         return mean + self.risk * (max(times) - min(times)) / 2.0
 
-    def _plan(self, obs: Observation) -> float:
+    def _delta(self) -> float:
         if self.target_progress > 0.0 and self._state.progress < self.target_progress:
-            delta = self.target_progress - self._state.progress
-        else:
-            delta = self.horizon_progress
+            return self.target_progress - self._state.progress
+        return self.horizon_progress
+
+    def _plan(self, obs: Observation) -> float:
+        delta = self._delta()
         scores = {d: self._score(obs, d, delta) for d in self.grid}
         best = min(self.grid, key=lambda d: (scores[d], -d))
-        current = min(self.grid, key=lambda d: abs(math.log(d / self.density)))
+        current = min(self.grid, key=lambda d: abs(math.log(d / self._held)))
         chosen = best if scores[best] < scores[current] * (1.0 - self.switch_margin) else (
-            self.density
+            self._held
         )
         return chosen
+
+    def _probe(self, obs: Observation, chosen: float) -> float | None:
+        """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
+        module docstring)."""
+        if (
+            self.probe_every == 0
+            or obs.step - self._last_probe < self.probe_every
+            or len(self._recent) < self.probe_every
+            or max(self._recent) > 3.0 * min(self._recent)
+        ):
+            return None
+        delta = self._delta()
+        denser = [d for d in self.grid if d > chosen * (1.0 + 1e-9)]
+        if not denser:
+            return None
+        scores = {d: self._score(obs, d, delta, self.probe_factor) for d in (chosen, *denser)}
+        best = min(scores, key=lambda d: (scores[d], -d))
+        return best if best > chosen else None
 
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
@@ -420,8 +474,13 @@ class MpcPolicy(DensityPolicy):
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         self._track(obs)
+        if obs.decision is not None:
+            self._recent.append(obs.decision.density)
+        if self._probing:
+            self._probing = False
+            return self._held
         if len(self._bw) == 0 or iteration_time_s(obs) is None:
-            return self.density
+            return self._held
         self._since_plan += 1
         link = (math.log(obs.latency_s or 1e-9), math.log(obs.bandwidth_Bps or 1.0))
         moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
@@ -430,8 +489,14 @@ class MpcPolicy(DensityPolicy):
             and self._since_plan < self.window_steps
             and moved < math.log1p(self.replan_change)
         ):
-            return self.density
+            return self._held
         self._since_plan = 0
         self._planned = True
         self._planned_on = link
-        return self._plan(obs)
+        self._held = self._plan(obs)
+        probe = self._probe(obs, self._held)
+        if probe is not None:
+            self._probing = True
+            self._last_probe = obs.step
+            return probe
+        return self._held
