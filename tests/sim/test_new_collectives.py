@@ -112,7 +112,7 @@ def test_per_bucket_pricing_with_every_collective_picks_the_new_ones_where_cheap
 
 
 @pytest.mark.parametrize("coll", NEW)
-@pytest.mark.parametrize("fidelity", ["analytic", "stepwise"])
+@pytest.mark.parametrize("fidelity", ["analytic", "stepwise", "events"])
 def test_simulator_runs_each_new_collective(coll: str, fidelity: str) -> None:
     cfg = SimConfig(
         workload="resnet50", workers=12, trace="const:lat_ms=1,bw_gbps=10", iterations=5,
