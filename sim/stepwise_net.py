@@ -7,11 +7,17 @@ then costs
 
 - ``d``: the largest path latency of its messages (latencies add along a path) plus the
   transport's per-hop latency;
-- ``X``: the time the most loaded link needs for its bytes (flows sharing a link share its
-  bandwidth; the step ends when its most loaded link has drained), at the transport's
-  bandwidth efficiency (an allgather's own, if the transport has one), and no faster than a
-  TCP window allows per connection; and at least
-  the transport's ``hop_floor_s`` (per-hop software time that overlaps the transfer).
+- ``X``: the time until every message of the step has arrived, its flows sharing the links
+  max-min fairly (progressive filling, re-shared as flows finish: :mod:`sim.maxmin`), at the
+  transport's bandwidth efficiency (an allgather's own, if the transport has one), each flow
+  no faster than a TCP window allows per connection; and at least the transport's
+  ``hop_floor_s`` (per-hop software time that overlaps the transfer). When a step's messages
+  are all the same size (every built-in schedule) this is exactly the time the most loaded
+  link needs for its bytes, or one message's window bound if that is longer (the first link to
+  saturate has the smallest fair share; its flows finish last, all together), and that one-line
+  form is what runs; a phase with unequal messages is compiled into flows
+  (:mod:`sim.stepwise_fair`) and priced by :func:`sim.maxmin.fair_makespan_s`, which can be slower
+  than the busiest link alone (a link idles while its flows are held back elsewhere).
   An allgather step's efficiency may depend on its transfer time at the link's rate
   (:meth:`Transport.allgather_efficiency_at`).
 
@@ -53,6 +59,7 @@ import numpy as np
 
 from sim.collectives import Schedule
 
+from .stepwise_fair import FairFlows, fair_flows, fair_transfer_s
 from .topology import Topology
 from .transports import Transport
 
@@ -83,20 +90,6 @@ class CompiledPhase:
     gather: bool = False  # an allgather phase (its own efficiency model)
     # Messages of unequal sizes: the flows for the exact max-min fair share (None: all equal).
     fair: FairFlows | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class FairFlows:
-    """A phase's messages as flows over compact links, for :func:`sim.maxmin.fair_makespan_s`.
-
-    ``flow_links[k]``: compact ids of the links message ``k`` crosses (-1 padded); compact link
-    ``j`` is topology link ``link_ids[j]`` at ``scale[j]`` of its bandwidth (``1 / spines`` for
-    one spine's share of a rack uplink under per-flow hashing, 1 otherwise).
-    """
-
-    flow_links: np.ndarray
-    link_ids: np.ndarray
-    scale: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,7 +257,7 @@ class StepwiseNetwork:
             traced = traced or t
             fair = None
             if np.any(ph.nbytes != ph.nbytes[0]):
-                fair = self._fair_flows(paths, ph.src, ph.dst)
+                fair = fair_flows(topo, paths, ph.src, ph.dst)
             phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t, ph.name,
                                         eff, calls, gather, fair))
             biggest = max(biggest, float(ph.nbytes.max()))
@@ -300,29 +293,6 @@ class StepwiseNetwork:
                 load[lid] = b
         return load
 
-    def _fair_flows(self, paths: np.ndarray, src: np.ndarray, dst: np.ndarray) -> FairFlows:
-        """The flows of one phase over compact links; under per-flow hashing over several
-        spines a rack uplink becomes one link per spine (each ``1 / spines`` of it), and each
-        message crosses its hashed spine's."""
-        topo = self.topo
-        keys = paths.copy()
-        hashed = topo.spines > 1 and topo.load_balancing != "spray"
-        if hashed:
-            from sim.lossy.multipath import spine_of
-
-            spine = spine_of(src, dst, topo.spines)
-            for col in (2, 3):  # the uplink hops (as in _hashed)
-                on = keys[:, col] >= 0
-                keys[on, col] = topo.n_links + keys[on, col] * topo.spines + spine[on]
-        valid = keys >= 0
-        uniq, inv = np.unique(keys[valid], return_inverse=True)
-        flow_links = np.full(keys.shape, -1, dtype=np.int64)
-        flow_links[valid] = inv
-        virtual = uniq >= topo.n_links
-        link_ids = np.where(virtual, (uniq - topo.n_links) // max(topo.spines, 1), uniq)
-        scale = np.where(virtual, 1.0 / max(topo.spines, 1), 1.0)
-        return FairFlows(flow_links, link_ids.astype(np.int64), scale)
-
     # ------------------------------------------------------------------ costs
     def _step_cost(self, ph: CompiledPhase, lat: np.ndarray, bw: np.ndarray) -> tuple[float, float]:
         """``(d, X)``: a step's latency and its most loaded link's time for all its bytes."""
@@ -345,38 +315,13 @@ class StepwiseNetwork:
             eff = tp.allgather_efficiency_at(float((ph.load_bytes * share / bw[ph.links]).max()))
         eff = eff if eff > 0 else tp.bandwidth_efficiency
         if ph.fair is not None:
-            return self._fair_transfer_s(ph, ph.fair, lat_path, bw, share, eff)
+            x = fair_transfer_s(ph.fair, ph.msg_bytes * share, lat_path, bw * eff, tp.window_bytes)
+            return max(x, tp.hop_floor_s)
         x = float((ph.load_bytes * share / (bw[ph.links] * eff)).max())
         if tp.window_bytes > 0:
             rtt = 2.0 * lat_path
             capped = ph.msg_bytes * share * rtt / tp.window_bytes
             x = max(x, float(capped.max()))
-        if tp.hop_floor_s > 0:
-            x = max(x, tp.hop_floor_s)
-        return x
-
-    def _fair_transfer_s(
-        self,
-        ph: CompiledPhase,
-        fair: FairFlows,
-        lat_path: np.ndarray,
-        bw: np.ndarray,
-        share: float,
-        eff: float,
-    ) -> float:
-        """``X`` of a phase whose messages differ in size: every message a flow, the links
-        shared max-min fairly and re-shared as flows finish (:func:`sim.maxmin.fair_makespan_s`),
-        each flow capped by the TCP window over its round trip; at least the hop floor."""
-        from .maxmin import fair_makespan_s
-
-        tp = self.transport
-        capacity = bw[fair.link_ids] * fair.scale * eff
-        rate_cap = None
-        if tp.window_bytes > 0:
-            rtt = 2.0 * lat_path
-            with np.errstate(divide="ignore"):
-                rate_cap = np.where(rtt > 0, tp.window_bytes / rtt, np.inf)
-        x = fair_makespan_s(fair.flow_links, ph.msg_bytes * share, capacity, rate_cap)
         if tp.hop_floor_s > 0:
             x = max(x, tp.hop_floor_s)
         return x

@@ -14,6 +14,7 @@ from sim.collectives import schedule as sc
 from sim.collectives.schedule import Phase, Schedule
 from sim.compress.spec import Payload
 from sim.maxmin import fair_makespan_s, maxmin_rates
+from sim.stepwise_fair import fair_flows
 from sim.stepwise_net import StepwiseNetwork
 from sim.topology import flat_topology, load_topology
 from sim.transports import TRANSPORTS
@@ -216,7 +217,7 @@ def test_equal_messages_keep_the_busiest_link_bound_byte_for_byte(coll: str) -> 
     raw = [p for p in s.phases if p.steps]
     assert len(raw) == len(cs.phases)
     for ph, p in zip(cs.phases, raw, strict=True):
-        fair = net._fair_flows(ph.paths, p.src, p.dst)
+        fair = fair_flows(topo, ph.paths, p.src, p.dst)
         x = fair_makespan_s(fair.flow_links, ph.msg_bytes, bw[fair.link_ids] * fair.scale)
         assert x == pytest.approx(float((ph.load_bytes / bw[ph.links]).max()), rel=1e-9)
 
@@ -229,7 +230,7 @@ def test_hashed_spines_give_each_spine_its_share_of_the_uplink() -> None:
     cs = net.compile(s)
     ph, raw = cs.phases[0], s.phases[0]
     _, _, bw, _ = net.states.at(0.0)
-    fair = net._fair_flows(ph.paths, raw.src, raw.dst)
+    fair = fair_flows(topo, ph.paths, raw.src, raw.dst)
     assert np.any(fair.scale < 1.0)  # uplinks split per spine
     x = fair_makespan_s(fair.flow_links, ph.msg_bytes, bw[fair.link_ids] * fair.scale)
     assert x == pytest.approx(float((ph.load_bytes / bw[ph.links]).max()), rel=1e-9)
