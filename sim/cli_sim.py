@@ -227,7 +227,8 @@ examples:
 
 --bytes is one worker's dense gradient (MB = 10^6 B, MiB = 2^20 B); --bandwidth-gbps is in
 10^9 bit/s. With --density and no --compressor: topk for sparse collectives (allgather,
-artopk-ring, artopk-tree), randomk for same-index ones (ring, tree, rhd, ps, hierarchical).
+allgather-ring, allgather-direct, artopk-ring, artopk-tree), randomk for same-index ones (ring,
+tree, double-tree, rhd, ps, hierarchical). `compctl list collectives` lists every collective.
 The time printed is communication only; --json adds the modelled compression time (compress_s)
 and the alpha-beta terms.
 """
