@@ -24,6 +24,8 @@ For every rank count, three stages, each on runs of its own:
    whose noise on a shared 2-core machine is +-30% per iteration.
 
 Reported per validated run: MAPE (and median) of per-iteration time and communication time,
+closed loop (the policy decides in the simulator) and with the real run's decisions replayed
+(``--replay-decisions``: the pricing and network model's error alone),
 the real and simulated means, and the number of records with exposed_comm_s > iter_s (must
 be 0).
 """
@@ -139,6 +141,11 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
             aligned, _ = validate(path, calibration=cal, align_trace=True,
                                   **stepwise)  # type: ignore[arg-type]
             raw, _ = validate(path)
+            # the real run's own decisions priced by the simulator: the model's error alone
+            rep, _ = validate(path, calibration=cal, replay_decisions=True,
+                              **stepwise)  # type: ignore[arg-type]
+            rep_al, _ = validate(path, calibration=cal, replay_decisions=True, align_trace=True,
+                                 **stepwise)  # type: ignore[arg-type]
             steady = rec[rec["iteration"] >= 3]
             rows.append({"ranks": n, "policy": pname, "trace": tname,
                          "exposed_gt_iter": bad,
@@ -149,6 +156,10 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
                          "aligned_mape_iter": aligned.mape_iter,
                          "aligned_mdape_iter": aligned.mdape_iter,
                          "aligned_mape_comm": aligned.mape_comm,
+                         "replayed_mape_iter": rep.mape_iter,
+                         "replayed_mdape_iter": rep.mdape_iter,
+                         "replayed_aligned_mape_iter": rep_al.mape_iter,
+                         "replayed_aligned_mdape_iter": rep_al.mdape_iter,
                          **res.as_dict()})
     return {"ranks": n, "transport": tsummary,
             "calibration": {"compute_scale": cal.compute_scale,
@@ -207,7 +218,8 @@ def main() -> int:
                   f"iter real/sim {r['real_mean_iter_s'] * 1e3:7.2f}/"
                   f"{r['sim_mean_iter_s'] * 1e3:7.2f} ms  density {r['mean_density_real']:.3f}/"
                   f"{r['mean_density_sim']:.3f}  aligned {r['aligned_mape_iter']:6.1%} (median "
-                  f"{r['aligned_mdape_iter']:5.1%})  uncalibrated "
+                  f"{r['aligned_mdape_iter']:5.1%})  replayed {r['replayed_mape_iter']:6.1%}, "
+                  f"aligned {r['replayed_aligned_mape_iter']:6.1%}  uncalibrated "
                   f"{r['uncalibrated_mape_iter']:6.1%}  "
                   f"exposed>iter {r['exposed_gt_iter']}")
     return 0
