@@ -162,7 +162,12 @@ def test_fit_rejects_degenerate_inputs() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     rows=st.lists(
-        st.tuples(st.floats(0.0, 1e4), st.floats(0.0, 1e10), st.floats(0.0, 100.0)),
+        # No subnormals: a 1e-311 column overflows both fits' scaling to inf (0 * inf = nan).
+        st.tuples(
+            st.floats(0.0, 1e4, allow_subnormal=False),
+            st.floats(0.0, 1e10, allow_subnormal=False),
+            st.floats(0.0, 100.0, allow_subnormal=False),
+        ),
         min_size=2,
         max_size=12,
     )
