@@ -156,8 +156,13 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
 
 def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
                    *, trace_override: str | None = None, fidelity: str = "analytic",
-                   transport: str = "ideal", transport_calibration: str | None = None) -> Any:
-    """The :class:`~sim.runner.SimConfig` that simulates the real run described by ``meta``."""
+                   transport: str = "ideal", transport_calibration: str | None = None,
+                   replay: str | None = None) -> Any:
+    """The :class:`~sim.runner.SimConfig` that simulates the real run described by ``meta``.
+
+    ``replay``: a decision schedule (:func:`replay_schedule`): the simulated side then runs the
+    ``replay`` policy on it instead of the real run's policy (same decisions, step by step).
+    """
     from sim.runner import SimConfig
 
     cfg = meta.get("config")
@@ -175,6 +180,8 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         # The same shortcut vocabulary in both worlds (sim.control.world).
         shortcuts = {k: cfg[k] for k in ("collective", "density", "compressor")
                      if cfg.get(k) is not None}
+    if replay is not None:
+        policy, params, shortcuts = "replay", {"schedule": replay}, {}
     trace = trace_override or cfg.get("trace")
     if trace is None:
         raise InputError("the real run had no trace (emulation none): give --sim to compare")
@@ -243,13 +250,15 @@ def _adjusted_trace_file(spec: str, extra_latency_s: float, delay_s: float, hori
 def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                   *, fidelity: str = "analytic", transport: str = "ideal",
                   transport_calibration: str | None = None,
-                  align_to: pd.DataFrame | None = None, passes: int = 20
-                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
+                  align_to: pd.DataFrame | None = None, passes: int = 20,
+                  replay: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate the real run ``meta`` describes, with ``calibration`` applied and the trace
     clock aligned (delayed by the simulated iteration 0, as the real run's clock starts at
     iteration 1). With ``align_to`` (the real run's records) a time-varying trace is also
     warped onto the simulated clock iteration by iteration (:mod:`analysis.validate_align`),
-    re-simulating up to ``passes`` times until the simulated starts settle."""
+    re-simulating up to ``passes`` times until the simulated starts settle. ``replay``: a
+    decision schedule the simulated side replays instead of running the policy
+    (:func:`replay_schedule`)."""
     from sim.runner import run_simulation
 
     cal = calibration or Calibration()
@@ -259,7 +268,8 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
         if cal.extra_latency_s and spec is not None:
             override = _adjusted_trace_file(spec, cal.extra_latency_s, 0.0, 0.0, Path(tmp))
         cfg = sim_config_for(meta, cal, trace_override=override, fidelity=fidelity,
-                             transport=transport, transport_calibration=transport_calibration)
+                             transport=transport, transport_calibration=transport_calibration,
+                             replay=replay)
         records, sim_meta = run_simulation(cfg)
         delay = float(records["iter_s"].iloc[0]) if len(records) else 0.0
         if spec is not None and delay > 0.0 and len(records) > 1:
@@ -267,7 +277,7 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
             override = _adjusted_trace_file(spec, cal.extra_latency_s, delay, horizon, Path(tmp))
             cfg = sim_config_for(meta, cal, trace_override=override, fidelity=fidelity,
                                  transport=transport,
-                                 transport_calibration=transport_calibration)
+                                 transport_calibration=transport_calibration, replay=replay)
             records, sim_meta = run_simulation(cfg)
             if align_to is not None:
                 from .validate_align import aligned_runs
@@ -278,7 +288,8 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                                                  Path(tmp), traces=warped)
                     return run_simulation(sim_config_for(
                         meta, cal, trace_override=trace, fidelity=fidelity,
-                        transport=transport, transport_calibration=transport_calibration))
+                        transport=transport, transport_calibration=transport_calibration,
+                        replay=replay))
 
                 records, sim_meta = aligned_runs(spec, align_to, records, sim_meta, passes,
                                                   resimulate)
@@ -436,23 +447,34 @@ def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] |
              *, calibration: Calibration | None = None, skip: int = 3,
              plot: str | os.PathLike[str] | None = None, fidelity: str = "analytic",
              transport: str = "ideal", transport_calibration: str | None = None,
-             align_trace: bool = False) -> tuple[ValidationResult, pd.DataFrame]:
+             align_trace: bool = False, replay_decisions: bool = False
+             ) -> tuple[ValidationResult, pd.DataFrame]:
     """Compare a real run with a simulation of it (or with the simulated run ``sim_dir``).
 
     ``align_trace``: warp a time-varying trace onto the simulated clock iteration by iteration
-    (:mod:`analysis.validate_align`). Returns the result and the simulated records used.
+    (:mod:`analysis.validate_align`). ``replay_decisions``: the simulated side replays the real
+    run's per-step decisions instead of running its policy (closed loop, the default), so the
+    error is the pricing and network model's alone. Returns the result and the simulated
+    records used.
     """
     from sim.rundir import read_run
+
+    from .validate_replay import replay_schedule
 
     real, meta = read_run(real_dir)
     if (meta.get("source") or "") != "real":
         raise InputError(f"{real_dir}: not a real run (meta source is {meta.get('source')!r})")
     if sim_dir is not None:
+        if replay_decisions:
+            raise InputError("replaying decisions simulates the run itself: give no simulated run")
         sim, _ = read_run(sim_dir)
     else:
+        steps = int((meta.get("config") or {}).get("steps", len(real)))
         sim, _ = simulate_like(meta, calibration, fidelity=fidelity, transport=transport,
                                transport_calibration=transport_calibration,
-                               align_to=real if align_trace else None)
+                               align_to=real if align_trace else None,
+                               replay=replay_schedule(real, steps) if replay_decisions
+                               else None)
     res = compare(real, sim, skip=skip)
     if plot is not None:
         cfg = meta.get("config", {})

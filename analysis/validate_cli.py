@@ -21,9 +21,17 @@ examples:
   compctl validate --real runs/r --calibration cal.json --json
   # compare with a simulated run you already have
   compctl validate --real runs/r --sim runs/s
+  # also price the real run's own decisions (adaptive policies: model error alone)
+  compctl validate --real runs/r --calibration cal.json --replay-decisions
 
 Reported: MAPE (and the median absolute percentage error, robust to a few disturbed
 iterations) of per-iteration time and of communication time, and their Pearson correlations, from iteration --skip on (warm-up and DDP set-up excluded).
+
+The headline is the closed-loop comparison: the run's policy runs in the simulator on simulated
+observations (controller and pricing together). --replay-decisions adds the replayed
+comparison: the simulator prices the real run's own per-step decisions (compressor, density,
+per-bucket collective), so its error is the pricing and network model's alone; for static
+policies the two are the same.
 """
 
 
@@ -43,6 +51,8 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError("--save-calibration needs --fit-calibration")
     if args.align_trace and args.sim is not None:
         raise InputError("--align-trace simulates the run itself: give no --sim")
+    if args.replay_decisions and args.sim is not None:
+        raise InputError("--replay-decisions simulates the run itself: give no --sim")
     import tempfile
 
     from .validate import real_side_kind
@@ -82,10 +92,18 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
     res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot,
                       fidelity=fidelity, transport=transport, transport_calibration=tcal,
                       align_trace=args.align_trace)
+    replayed = None
+    if args.replay_decisions:
+        replayed, _ = validate(args.real, calibration=cal, skip=args.skip, fidelity=fidelity,
+                               transport=transport, transport_calibration=tcal,
+                               align_trace=args.align_trace, replay_decisions=True)
     out: dict[str, Any] = res.as_dict()
     out["comparison"] = {"real_side": kind, "description": words,
                          "transport_calibration": tcal_words, "fidelity": fidelity,
-                         "transport": transport, "trace_aligned": bool(args.align_trace)}
+                         "transport": transport, "trace_aligned": bool(args.align_trace),
+                         "decisions": "closed loop" if args.sim is None else "given run"}
+    if replayed is not None:
+        out["replayed_decisions"] = replayed.as_dict()
     if cal is not None:
         out["calibration"] = {"compute_scale": cal.compute_scale,
                               "extra_latency_s": cal.extra_latency_s,
@@ -99,9 +117,11 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
             f"real side: {words}",
             f"transport calibration: {tcal_words}",
             f"simulated at the {fidelity} level"
-            + (f", transport {transport}" if fidelity == "stepwise" else "")
+            + (f", transport {transport}" if fidelity in ("stepwise", "events") else "")
             + (", trace aligned to the real iterations" if args.align_trace else ""),
             f"iterations compared: {res.n}",
+            ("headline, closed loop (the policy decides in the simulator: controller and "
+             "pricing together):" if args.sim is None else "against the given simulated run:"),
             f"iteration time: real {res.real_mean_iter_s * 1e3:.3f} ms, "
             f"sim {res.sim_mean_iter_s * 1e3:.3f} ms, MAPE {res.mape_iter:.2%} "
             f"(median {res.mdape_iter:.2%}), "
@@ -111,6 +131,17 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
             f"(median {res.mdape_comm:.2%}), "
             f"correlation {res.corr_comm:.3f}",
         ]
+        if replayed is not None:
+            lines += [
+                "replayed decisions (the real run's decisions priced by the simulator: pricing "
+                "and network model alone):",
+                f"iteration time: real {replayed.real_mean_iter_s * 1e3:.3f} ms, "
+                f"sim {replayed.sim_mean_iter_s * 1e3:.3f} ms, MAPE {replayed.mape_iter:.2%} "
+                f"(median {replayed.mdape_iter:.2%}), correlation {replayed.corr_iter:.3f}",
+                f"communication:  real {replayed.real_mean_comm_s * 1e3:.3f} ms, "
+                f"sim {replayed.sim_mean_comm_s * 1e3:.3f} ms, MAPE {replayed.mape_comm:.2%} "
+                f"(median {replayed.mdape_comm:.2%}), correlation {replayed.corr_comm:.3f}",
+            ]
         if cal is not None:
             lines.append(f"calibration: compute x{cal.compute_scale:.3f}, "
                          f"extra latency {cal.extra_latency_s * 1e6:.1f} us per term, "
@@ -147,11 +178,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--save-calibration", default=None, help="write the fitted calibration")
     p.add_argument("--skip", type=int, default=3, help="leading iterations left out (3)")
     p.add_argument("--plot", default=None, help="PNG of both time series")
-    p.add_argument("--fidelity", default=None, choices=("analytic", "stepwise"),
+    p.add_argument("--fidelity", default=None, choices=("analytic", "stepwise", "events"),
                    help="simulator fidelity of the prediction (stepwise when a transport "
-                   "calibration applies, else analytic)")
+                   "calibration applies, else analytic; events: stepwise as SimPy processes)")
     p.add_argument("--transport", default=None,
-                   help="with --fidelity stepwise: ideal, nccl or gloo (gloo when a transport "
+                   help="with --fidelity stepwise or events: ideal, nccl or gloo (gloo when a transport "
                    "calibration is measured, else ideal)")
     p.add_argument("--transport-calibration", default=None, metavar="FILE",
                    help="transport calibration file (compctl calibrate --out), measured apart "
@@ -166,6 +197,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="warp a time-varying trace onto the simulated clock iteration by "
                    "iteration, so each simulated iteration starts at the link state its real "
                    "one did (compares iterations, not the drift of the simulated clock)")
+    p.add_argument("--replay-decisions", action="store_true",
+                   help="also simulate the real run's own per-step decisions (the replay "
+                   "policy) and report that comparison next to the closed-loop headline: the "
+                   "pricing and network model's error without the controller's divergence")
     p.add_argument("--json", action="store_true", help="numbers as JSON on stdout")
     p.set_defaults(func=_run)
 

@@ -8,7 +8,8 @@ For every rank count, three stages, each on runs of its own:
 1. Transport calibration: the gloo allreduce and allgather microbenchmark through the netns
    topology (``compctl calibrate --measure --netns-mbit --allgather``) at ``CAL_RATES``
    Mbit/s, sizes 1 KiB..4 MiB (powers of 4), fitted to the stepwise simulator's gloo transport (per-hop latency and
-   bandwidth efficiency against each tbf rate). One fit per rank count: on a 2-core machine,
+   bandwidth efficiency against each tbf rate; the efficiencies on transfers of at least
+   ``--fit-min-transfer-ms``, 2 ms by default, longer than tbf's burst). One fit per rank count: on a 2-core machine,
    4 ranks oversubscribe the cores and pay a different per-hop cost than 2.
 2. Compute calibration (seed 1, constant trace at ``CAL_TRACE``, a rate no validated run uses):
    a dense run, a top-k 10% run and the same with per-step agreement, fitted as
@@ -24,6 +25,8 @@ For every rank count, three stages, each on runs of its own:
    whose noise on a shared 2-core machine is +-30% per iteration.
 
 Reported per validated run: MAPE (and median) of per-iteration time and communication time,
+closed loop (the policy decides in the simulator) and with the real run's decisions replayed
+(``--replay-decisions``: the pricing and network model's error alone),
 the real and simulated means, and the number of records with exposed_comm_s > iter_s (must
 be 0).
 """
@@ -40,6 +43,7 @@ from typing import Any
 
 from analysis.validate import fit_calibration, validate
 from realrun.allreduce_bench import measure_netns
+from realrun.calibrate import NETNS_MIN_TRANSFER_MS
 from realrun.config import RealConfig
 from realrun.launcher import launch
 from sim.atomic_files import atomic_write_bytes
@@ -62,6 +66,8 @@ CAL_SEED, VAL_SEED = 1, 2
 WORKLOAD = "digits-cnn"
 # --pricing: how the simulator prices the top-k exchange (see main's help).
 PRICING = "per-call-by-time"
+# --fit-min-transfer-ms: efficiencies fitted on transfers at least this long (tbf burst: 1 ms)
+MIN_TRANSFER_MS = NETNS_MIN_TRANSFER_MS
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
@@ -84,7 +90,8 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
         write_csv(str(csv_path), points)
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0),
                         allgather_by_size=PRICING == "per-call-by-time",
-                        call_per_tensor=PRICING != "one-call")
+                        call_per_tensor=PRICING != "one-call",
+                        min_transfer_s=MIN_TRANSFER_MS * 1e-3)
     doc = calibration_document(fit, source=f"netns microbenchmark, {n} ranks, tbf at "
                                f"{', '.join(f'{r:g}' for r in CAL_RATES)} Mbit/s")
     path = tmp / f"transport-n{n}.json"
@@ -139,6 +146,11 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
             aligned, _ = validate(path, calibration=cal, align_trace=True,
                                   **stepwise)  # type: ignore[arg-type]
             raw, _ = validate(path)
+            # the real run's own decisions priced by the simulator: the model's error alone
+            rep, _ = validate(path, calibration=cal, replay_decisions=True,
+                              **stepwise)  # type: ignore[arg-type]
+            rep_al, _ = validate(path, calibration=cal, replay_decisions=True, align_trace=True,
+                                 **stepwise)  # type: ignore[arg-type]
             steady = rec[rec["iteration"] >= 3]
             rows.append({"ranks": n, "policy": pname, "trace": tname,
                          "exposed_gt_iter": bad,
@@ -149,6 +161,10 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
                          "aligned_mape_iter": aligned.mape_iter,
                          "aligned_mdape_iter": aligned.mdape_iter,
                          "aligned_mape_comm": aligned.mape_comm,
+                         "replayed_mape_iter": rep.mape_iter,
+                         "replayed_mdape_iter": rep.mdape_iter,
+                         "replayed_aligned_mape_iter": rep_al.mape_iter,
+                         "replayed_aligned_mdape_iter": rep_al.mdape_iter,
                          **res.as_dict()})
     return {"ranks": n, "transport": tsummary,
             "calibration": {"compute_scale": cal.compute_scale,
@@ -173,8 +189,12 @@ def main() -> int:
                     "previous model); one call per tensor (values, indices) at one efficiency; "
                     "one call per tensor, the allgather efficiency a function of the transfer "
                     "time (default)")
+    ap.add_argument("--fit-min-transfer-ms", type=float, default=NETNS_MIN_TRANSFER_MS,
+                    help="fit the transport's efficiencies on transfers of at least this "
+                    "many ms (0: on every point, the previous fit)")
     args = ap.parse_args()
-    global REUSE, PRICING
+    global REUSE, PRICING, MIN_TRANSFER_MS
+    MIN_TRANSFER_MS = args.fit_min_transfer_ms
     REUSE = bool(args.reuse and args.keep)
     PRICING = args.pricing
     out = []
@@ -207,7 +227,8 @@ def main() -> int:
                   f"iter real/sim {r['real_mean_iter_s'] * 1e3:7.2f}/"
                   f"{r['sim_mean_iter_s'] * 1e3:7.2f} ms  density {r['mean_density_real']:.3f}/"
                   f"{r['mean_density_sim']:.3f}  aligned {r['aligned_mape_iter']:6.1%} (median "
-                  f"{r['aligned_mdape_iter']:5.1%})  uncalibrated "
+                  f"{r['aligned_mdape_iter']:5.1%})  replayed {r['replayed_mape_iter']:6.1%}, "
+                  f"aligned {r['replayed_aligned_mape_iter']:6.1%}  uncalibrated "
                   f"{r['uncalibrated_mape_iter']:6.1%}  "
                   f"exposed>iter {r['exposed_gt_iter']}")
     return 0
