@@ -24,7 +24,8 @@ The first step (no estimate yet) runs the grid's smallest density with, per buck
 collective whose worst slowdown over a wide range of links is least.
 
 Predicted communication times are corrected per collective by the measured-over-predicted ratio of
-the decisions run over it (an EWMA of its log), and each bucket goes over the collective with the
+the decisions run over it (an EWMA of its log whose steps are bounded, so single timing spikes
+barely move it), and each bucket goes over the collective with the
 least corrected time (a real collective may run slower than its model).
 
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
@@ -72,6 +73,8 @@ __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
 #: Corrections start after the monitor's first estimates settle, and stay within a factor 16.
 _SETTLE_STEPS = 3
 _MAX_LOG_CORR = math.log(16.0)
+#: One measurement moves a correction by at most 0.3 times this (log units).
+_MAX_LOG_STEP = math.log(2.0)
 
 #: Links the first decision (before any estimate) is hedged over: 10 us to 100 ms latency,
 #: 0.1 to 100 Gbit/s.
@@ -281,8 +284,12 @@ class MpcPolicy(DensityPolicy):
             if pred > 0.0 and obs.step > _SETTLE_STEPS:
                 r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(obs.comm_s / pred)))
                 for coll in d.collectives_used():
-                    old = self._corr.get(coll)
-                    self._corr[coll] = r if old is None else old + 0.3 * (r - old)
+                    # From the inherited value, one measurement moving it at most 0.3 log 2:
+                    # a timing spike (a descheduled rank) cannot brand a collective slow for
+                    # good, a sustained bias is learned within a few steps.
+                    old = self._correction(coll)
+                    step = max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, r - old))
+                    self._corr[coll] = old + 0.3 * step
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
         if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:

@@ -217,3 +217,21 @@ def test_mpc_rejects_bad_probe_parameters() -> None:
         make_policy("mpc", probe_every=-1)
     with pytest.raises(ValueError):
         make_policy("mpc", probe_factor=1.0)
+
+
+def test_mpc_one_timing_spike_does_not_brand_the_collective_in_use_slow() -> None:
+    # The first allgather the correction sees measures 20x its prediction (a descheduled
+    # rank), every other one exactly:
+    # the correction moves by at most 0.3 log 2, and mpc keeps allgather.
+    from sim.control.selector import collective_time_s
+
+    lat, bw = 1e-3, 1.25e6
+    p = make_policy("mpc", switch_margin=0.999, window_steps=1)
+    obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+    colls = []
+    for k in range(30):
+        d = p.decide(obs)
+        colls.append(d.collective)
+        pred = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+        obs = _small_run_obs(k + 1, d, (20.0 if k == 3 else 1.0) * pred, bw)
+    assert set(colls) == {"allgather"}
