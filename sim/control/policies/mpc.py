@@ -40,8 +40,9 @@ Probing (``probe_every`` > 0): the monitor cannot split latency from bandwidth w
 collective has the same shape (one density held, one bucket), and small payloads carry a byte
 term too small to see; predictions for other densities are then guesses. When the last
 ``probe_every`` observations ran densities within a factor 3 of each other and a plan under a
-``probe_factor`` times faster link would pick a denser density, the step after the plan runs
-that denser density once (bounded exploration); the plan itself is unchanged.
+``probe_factor`` times faster link would pick a denser density (else, under a ``probe_factor``
+times slower one, a sparser density), the step after the plan runs that density once (bounded
+exploration); the plan itself is unchanged.
 
 ``delta`` is what is left to ``target_progress`` when one is set, else ``horizon_progress`` (a
 rolling target). The gain of a density other than the one in force is the model's gain scaled by
@@ -539,18 +540,22 @@ class MpcPolicy(DensityPolicy):
     def _probe(self, obs: Observation, chosen: float) -> float | None:
         """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
         module docstring): the best single-density plan on a ``probe_factor`` times faster
-        link, when it is denser than ``chosen``."""
+        link when it is denser than ``chosen``, else the best on a ``probe_factor`` times
+        slower link when it is sparser."""
         if (
             self.probe_every == 0
             or obs.step - self._last_probe < self.probe_every
             or len(self._recent) < self.probe_every
             or max(self._recent) > 3.0 * min(self._recent)
-            or chosen >= self.grid[0]
         ):
             return None
-        scores = self._plan_scores(obs, self._delta()[0], False, self.probe_factor)
-        best = min(self.grid, key=lambda d: (scores[d], -d))
-        return best if best > chosen else None
+        delta = self._delta()[0]
+        for scale in (self.probe_factor, 1.0 / self.probe_factor):
+            scores = self._plan_scores(obs, delta, False, scale)
+            best = min(self.grid, key=lambda d: (scores[d], -d))
+            if (best > chosen) if scale > 1.0 else (best < chosen):
+                return best
+        return None
 
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
