@@ -80,9 +80,11 @@ def test_cli_reports_both_and_labels_the_headline(tmp_path: Path,
     assert out["comparison"]["decisions"] == "closed loop"
     assert out["replayed_decisions"]["n"] == out["n"]
     assert out["replayed_decisions"]["mape_iter"] != out["mape_iter"]
+    assert 0.0 <= out["real_floor_mape_iter"] <= out["mape_iter"] + 1e-12
     assert main(["validate", "--real", str(run), "--replay-decisions"]) == 0
     text = capsys.readouterr().out
     assert "headline, closed loop" in text and "replayed decisions" in text
+    assert "noise floor" in text
     assert main(["validate", "--real", str(run), "--sim", str(run),
                  "--replay-decisions"]) == 2
     assert "--replay-decisions" in capsys.readouterr().err
