@@ -117,7 +117,7 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
             f"real side: {words}",
             f"transport calibration: {tcal_words}",
             f"simulated at the {fidelity} level"
-            + (f", transport {transport}" if fidelity == "stepwise" else "")
+            + (f", transport {transport}" if fidelity in ("stepwise", "events") else "")
             + (", trace aligned to the real iterations" if args.align_trace else ""),
             f"iterations compared: {res.n}",
             ("headline, closed loop (the policy decides in the simulator: controller and "
@@ -178,11 +178,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--save-calibration", default=None, help="write the fitted calibration")
     p.add_argument("--skip", type=int, default=3, help="leading iterations left out (3)")
     p.add_argument("--plot", default=None, help="PNG of both time series")
-    p.add_argument("--fidelity", default=None, choices=("analytic", "stepwise"),
+    p.add_argument("--fidelity", default=None, choices=("analytic", "stepwise", "events"),
                    help="simulator fidelity of the prediction (stepwise when a transport "
-                   "calibration applies, else analytic)")
+                   "calibration applies, else analytic; events: stepwise as SimPy processes)")
     p.add_argument("--transport", default=None,
-                   help="with --fidelity stepwise: ideal, nccl or gloo (gloo when a transport "
+                   help="with --fidelity stepwise or events: ideal, nccl or gloo (gloo when a transport "
                    "calibration is measured, else ideal)")
     p.add_argument("--transport-calibration", default=None, metavar="FILE",
                    help="transport calibration file (compctl calibrate --out), measured apart "

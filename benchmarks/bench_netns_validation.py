@@ -8,7 +8,8 @@ For every rank count, three stages, each on runs of its own:
 1. Transport calibration: the gloo allreduce and allgather microbenchmark through the netns
    topology (``compctl calibrate --measure --netns-mbit --allgather``) at ``CAL_RATES``
    Mbit/s, sizes 1 KiB..4 MiB (powers of 4), fitted to the stepwise simulator's gloo transport (per-hop latency and
-   bandwidth efficiency against each tbf rate). One fit per rank count: on a 2-core machine,
+   bandwidth efficiency against each tbf rate; the efficiencies on transfers of at least
+   ``--fit-min-transfer-ms``, 2 ms by default, longer than tbf's burst). One fit per rank count: on a 2-core machine,
    4 ranks oversubscribe the cores and pay a different per-hop cost than 2.
 2. Compute calibration (seed 1, constant trace at ``CAL_TRACE``, a rate no validated run uses):
    a dense run, a top-k 10% run and the same with per-step agreement, fitted as
@@ -42,6 +43,7 @@ from typing import Any
 
 from analysis.validate import fit_calibration, validate
 from realrun.allreduce_bench import measure_netns
+from realrun.calibrate import NETNS_MIN_TRANSFER_MS
 from realrun.config import RealConfig
 from realrun.launcher import launch
 from sim.atomic_files import atomic_write_bytes
@@ -64,6 +66,8 @@ CAL_SEED, VAL_SEED = 1, 2
 WORKLOAD = "digits-cnn"
 # --pricing: how the simulator prices the top-k exchange (see main's help).
 PRICING = "per-call-by-time"
+# --fit-min-transfer-ms: efficiencies fitted on transfers at least this long (tbf burst: 1 ms)
+MIN_TRANSFER_MS = NETNS_MIN_TRANSFER_MS
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
@@ -86,7 +90,8 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
         write_csv(str(csv_path), points)
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0),
                         allgather_by_size=PRICING == "per-call-by-time",
-                        call_per_tensor=PRICING != "one-call")
+                        call_per_tensor=PRICING != "one-call",
+                        min_transfer_s=MIN_TRANSFER_MS * 1e-3)
     doc = calibration_document(fit, source=f"netns microbenchmark, {n} ranks, tbf at "
                                f"{', '.join(f'{r:g}' for r in CAL_RATES)} Mbit/s")
     path = tmp / f"transport-n{n}.json"
@@ -184,8 +189,12 @@ def main() -> int:
                     "previous model); one call per tensor (values, indices) at one efficiency; "
                     "one call per tensor, the allgather efficiency a function of the transfer "
                     "time (default)")
+    ap.add_argument("--fit-min-transfer-ms", type=float, default=NETNS_MIN_TRANSFER_MS,
+                    help="fit the transport's efficiencies on transfers of at least this "
+                    "many ms (0: on every point, the previous fit)")
     args = ap.parse_args()
-    global REUSE, PRICING
+    global REUSE, PRICING, MIN_TRANSFER_MS
+    MIN_TRANSFER_MS = args.fit_min_transfer_ms
     REUSE = bool(args.reuse and args.keep)
     PRICING = args.pricing
     out = []

@@ -65,6 +65,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "the points span three times or more) instead of one efficiency; fits the "
                    "microbenchmark better but made delay-driven policies' validation worse "
                    "(docs/calibration.md)")
+    p.add_argument("--fit-min-transfer-ms", type=float, default=None, metavar="MS",
+                   help="points on shaped links: fit the bandwidth efficiencies on transfers "
+                   "of at least this many ms at the link rate only (then the latencies on every "
+                   "point): a token-bucket shaper passes its burst at once, so shorter ones "
+                   "overstate the sustained rate (default: 2 with --netns-mbit, twice its tbf "
+                   "burst of 1 ms; else 0)")
     p.add_argument("--max-ranks", type=int, default=2, help="--measure: ranks 2..N (2)")
     p.add_argument("--min-ranks", type=int, default=2,
                    help="--measure: smallest rank count (2)")

@@ -1,6 +1,8 @@
-"""``compctl list policies|compressors|workloads|traces``: what can be named on the command line.
+"""``compctl list policies|compressors|collectives|workloads|traces``: what can be named on the
+command line.
 
-Each listing reads its registry (policies, compressor specs, workload profiles, bundled traces),
+Each listing reads its registry (policies, compressor specs, collectives, workload profiles,
+bundled traces),
 so a new plugin shows up here without touching this module. ``--json`` prints one JSON object per
 line for scripts.
 """
@@ -14,13 +16,21 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["register", "policy_rows", "compressor_rows", "workload_rows", "trace_rows"]
+__all__ = [
+    "register",
+    "policy_rows",
+    "compressor_rows",
+    "collective_rows",
+    "workload_rows",
+    "trace_rows",
+]
 
 _EPILOG = """\
 examples:
   compctl list policies            # every policy, its parameters and defaults
   compctl list policies --json     # one JSON object per line
   compctl list compressors         # compressors and the collectives that can carry them
+  compctl list collectives         # collectives, their closed forms, which "auto" considers
   compctl list workloads
   compctl list traces
 
@@ -77,6 +87,28 @@ def compressor_rows() -> list[dict[str, Any]]:
     ]
 
 
+def collective_rows() -> list[dict[str, Any]]:
+    """One row per collective: name, kind, description, closed form, whether ``auto`` (the
+    selector's default candidates) considers it."""
+    from sim.collectives.catalog import COLLECTIVE_INFO
+    from sim.control.selector import DEFAULT_ALLOWED
+    from sim.control.types import COLLECTIVES
+
+    rows = []
+    for name in COLLECTIVES:
+        kind, description, closed = COLLECTIVE_INFO[name]
+        rows.append(
+            {
+                "name": name,
+                "kind": kind,
+                "description": description,
+                "closed_form": closed,
+                "auto": name in DEFAULT_ALLOWED,
+            }
+        )
+    return rows
+
+
 def workload_rows() -> list[dict[str, Any]]:
     """One row per built-in workload profile."""
     from sim.workloads import load_profile, profile_names
@@ -120,6 +152,19 @@ def _write_compressors(rows: list[dict[str, Any]]) -> None:
         )
 
 
+def _write_collectives(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        tag = "  [auto]" if row["auto"] else ""
+        sys.stdout.write(
+            f"{row['name']:<17} {row['kind']:<10} {row['description']}{tag}\n"
+            f"{'':<28} {row['closed_form']}\n"
+        )
+    sys.stdout.write(
+        "a: latency per step, b: seconds per byte, L = ceil(log2 n), t: trailing zero bits of "
+        "n-1;\n[auto]: a candidate of collective=auto\n"
+    )
+
+
 def _write_workloads(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         sys.stdout.write(
@@ -138,6 +183,7 @@ def _write_traces(rows: list[dict[str, Any]]) -> None:
 _KINDS: dict[str, tuple[Callable[[], list[dict[str, Any]]], Callable[..., None]]] = {
     "policies": (policy_rows, _write_policies),
     "compressors": (compressor_rows, _write_compressors),
+    "collectives": (collective_rows, _write_collectives),
     "workloads": (workload_rows, _write_workloads),
     "traces": (trace_rows, _write_traces),
 }
@@ -159,11 +205,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``list`` to ``sub``."""
     p = sub.add_parser(
         "list",
-        help="list policies, compressors, workloads or bundled traces",
+        help="list policies, compressors, collectives, workloads or bundled traces",
         description=(
             "List what can be named on the command line: control policies (with their "
             "parameters, defaults and a one-line description), compressors (with the "
-            "collectives that can carry them), workload profiles and bundled network traces."
+            "collectives that can carry them), collectives (with their closed forms), "
+            "workload profiles and bundled network traces."
         ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -103,12 +103,18 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         choices=("auto", "off"),
         help="auto: add progress and predicted loss/accuracy from captured gradient statistics",
     )
-    p.add_argument("--fidelity", default="analytic", help="analytic (default) or stepwise")
+    p.add_argument(
+        "--fidelity",
+        default="analytic",
+        help="analytic (default), stepwise, or events (stepwise as SimPy processes per worker "
+        "and per bucket's collective: same records, more CPU; docs/stepwise.md)",
+    )
     _add_stepwise_args(p)
     add_loss_args(p, simulator=True)
     add_sync_args(p)
     p.add_argument(
-        "--events", help="stepwise: write the first iteration's timeline (Chrome trace JSON)"
+        "--events",
+        help="stepwise/events: write the first iteration's timeline (Chrome trace JSON)",
     )
     p.add_argument("--out", help="run directory to write (records.parquet, meta.json)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
@@ -172,8 +178,8 @@ def _run_sim(args: argparse.Namespace) -> int:
     check_config(cfg)
     if args.out:
         check_out_dir(args.out, force=args.force)
-    if args.events and cfg.fidelity != "stepwise":
-        raise InputError("--events needs --fidelity stepwise")
+    if args.events and cfg.fidelity not in ("stepwise", "events"):
+        raise InputError("--events needs --fidelity stepwise or events")
     records, meta = run_simulation(cfg, progress=not args.quiet, events=args.events)
     if args.out:
         write_run(args.out, records, meta, force=args.force)
@@ -221,7 +227,8 @@ examples:
 
 --bytes is one worker's dense gradient (MB = 10^6 B, MiB = 2^20 B); --bandwidth-gbps is in
 10^9 bit/s. With --density and no --compressor: topk for sparse collectives (allgather,
-artopk-ring, artopk-tree), randomk for same-index ones (ring, tree, rhd, ps, hierarchical).
+allgather-ring, allgather-direct, artopk-ring, artopk-tree), randomk for same-index ones (ring,
+tree, double-tree, rhd, ps, hierarchical). `compctl list collectives` lists every collective.
 The time printed is communication only; --json adds the modelled compression time (compress_s)
 and the alpha-beta terms.
 """
@@ -249,8 +256,9 @@ def _add_cost(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--fidelity",
         default="analytic",
-        choices=("analytic", "stepwise"),
-        help="stepwise: also the schedule over links with --transport",
+        choices=("analytic", "stepwise", "events"),
+        help="stepwise: also the schedule over links with --transport (events: the same "
+        "transfer; one collective has no per-worker compute to simulate)",
     )
     _add_stepwise_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -305,7 +313,8 @@ def cost_summary(args: argparse.Namespace) -> dict[str, Any]:
         "time_s": time_s,
         "compress_s": spec.compute_s(numel, density),
     }
-    if getattr(args, "fidelity", "analytic") == "stepwise":
+    fidelity = getattr(args, "fidelity", "analytic")
+    if fidelity in ("stepwise", "events"):
         from sim.stepwise_cost import stepwise_collective
 
         sw = stepwise_collective(
@@ -322,14 +331,14 @@ def cost_summary(args: argparse.Namespace) -> dict[str, Any]:
             intra_bandwidth_Bps=intra.bandwidth_Bps,
         )
         out.update(
-            fidelity="stepwise",
+            fidelity=fidelity,
             stepwise_time_s=sw["time_s"],
             transport=sw["transport"],
             chunks=sw["chunks"],
             steps=sw["steps"],
         )
     elif getattr(args, "transport", "ideal") != "ideal" or getattr(args, "topology", None):
-        raise InputError("--transport and --topology need --fidelity stepwise")
+        raise InputError("--transport and --topology need --fidelity stepwise or events")
     return out
 
 
@@ -345,7 +354,7 @@ def _run_cost(args: argparse.Namespace) -> int:
         )
         if "stepwise_time_s" in s:
             sys.stdout.write(
-                f"{s['stepwise_time_s']:.6g} s  stepwise ({s['transport']} transport, "
+                f"{s['stepwise_time_s']:.6g} s  {s['fidelity']} ({s['transport']} transport, "
                 f"{s['steps']} steps, {s['chunks']} chunks per step)\n"
             )
     return 0

@@ -27,10 +27,12 @@ from sim.resource_bounds import check_sim_bounds
 if TYPE_CHECKING:
     from sim.lossy import LossParams
 
-__all__ = ["FIDELITIES", "SimConfig", "default_compressor"]
+__all__ = ["FIDELITIES", "STEPWISE_FIDELITIES", "SimConfig", "default_compressor"]
 
 #: Fidelity levels this version implements.
-FIDELITIES: tuple[str, ...] = ("analytic", "stepwise")
+FIDELITIES: tuple[str, ...] = ("analytic", "stepwise", "events")
+#: The fidelities that run schedules over a topology's links (transport, topology, calibration).
+STEPWISE_FIDELITIES: tuple[str, ...] = ("stepwise", "events")
 
 _ParamValue = bool | int | float | str
 _FLOAT_FIELDS = (
@@ -118,8 +120,10 @@ class SimConfig:
         seed: root seed; every random stream of the run derives from it.
         bucket_bytes: DDP bucket capacity in dense bytes (25 MB, as torch DDP's default).
         fidelity: simulation fidelity level: ``analytic`` (one closed form per collective over
-            the pacing link) or ``stepwise`` (per-worker compute, each collective's schedule
-            over the topology's links, chunk pipelining; :mod:`sim.engine_stepwise`).
+            the pacing link), ``stepwise`` (per-worker compute, each collective's schedule
+            over the topology's links, chunk pipelining; :mod:`sim.engine_stepwise`) or
+            ``events`` (the stepwise model run as SimPy processes per worker and per bucket's
+            collective, same records to float rounding; :mod:`sim.engine_events`).
         compute_scale: multiplies the profile's compute times (slower or faster device).
         compress_scale: multiplies the compression times, which already follow the profile's
             device (CPU calibration or the GPU reference, :mod:`sim.compress.cost_source`);
@@ -265,7 +269,7 @@ class SimConfig:
         if self.fidelity == "analytic" and (
             self.transport != "ideal" or self.topology is not None or self.calibration is not None
         ):
-            raise InputError("transport, topology and calibration need fidelity stepwise")
+            raise InputError("transport, topology and calibration need fidelity stepwise or events")
         if self.monitor not in ("auto", "on", "off"):
             raise InputError(f"monitor must be auto, on or off, got {self.monitor!r}")
         if self.convergence not in ("auto", "off"):

@@ -69,6 +69,7 @@ from traces.model import PiecewiseTrace, TraceSet
 
 from .cluster import Cluster, StragglerModel, unroll_horizon_s
 from .collectives import IntraNodeLink, collective_shape
+from .config import STEPWISE_FIDELITIES
 from .lossy_engine import LossTally, LossyLinks, loss_rng
 from .sync.sizing import group_size_and_intra
 from .workload_costs import IterationResult, WorkloadCosts
@@ -494,10 +495,15 @@ def _build(
     )
     loss = cfg.loss_params()
     lossy = None if loss is None else LossyLinks(loss, loss_rng(cfg.seed), cfg.workers)
-    if cfg.fidelity == "stepwise":
-        from .engine_stepwise import build_stepwise_model
+    if cfg.fidelity in STEPWISE_FIDELITIES:
+        from .engine_stepwise import StepwiseIterationModel, build_stepwise_model
 
-        sw = build_stepwise_model(cfg, profile, cluster, traces)
+        cls = StepwiseIterationModel
+        if cfg.fidelity == "events":
+            from .engine_events import EventIterationModel
+
+            cls = EventIterationModel
+        sw = build_stepwise_model(cfg, profile, cluster, traces, cls)
         sw.lossy = lossy
         return profile, traces, sw, policy, policy_seed
     model.lossy = lossy
@@ -518,14 +524,14 @@ def simulate(
     """Run ``cfg`` at its fidelity level; returns (records, meta).
 
     See :func:`sim.runner.run_simulation`; ``traces`` replaces resolving ``cfg.trace``;
-    ``events`` (stepwise only) is a file to write the first iteration's event timeline to, as
+    ``events`` (stepwise and events fidelities) is a file to write the first iteration's event timeline to, as
     Chrome trace JSON.
     """
     import pandas as pd
 
     profile, traces, model, policy, policy_seed = _build(cfg, traces)
     _, straggler_rng = _seeds(cfg.seed)
-    stepwise = cfg.fidelity == "stepwise"
+    stepwise = cfg.fidelity in STEPWISE_FIDELITIES
     stragglers: Any
     if stepwise:
         from .engine_stepwise import worker_factors

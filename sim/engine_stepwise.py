@@ -401,9 +401,15 @@ class StepwiseIterationModel(WorkloadCosts):
 
 
 def build_stepwise_model(
-    cfg: SimConfig, profile: WorkloadProfile, cluster: Cluster, traces: TraceSet
+    cfg: SimConfig,
+    profile: WorkloadProfile,
+    cluster: Cluster,
+    traces: TraceSet,
+    model_cls: type[StepwiseIterationModel] = StepwiseIterationModel,
 ) -> StepwiseIterationModel:
-    """The stepwise model of ``cfg``: its topology (flat by default), transport and network."""
+    """The stepwise model of ``cfg``: its topology (flat by default), transport and network;
+    ``model_cls`` is the iteration model (:class:`sim.engine_events.EventIterationModel` runs
+    it as SimPy processes)."""
     from traces.bundled import resolve_trace
 
     from .topology import flat_topology, load_topology
@@ -423,7 +429,7 @@ def build_stepwise_model(
     if topo.load_balancing == "auto":
         # Per-packet spraying needs order-independent packets: the bounded-loss transport's.
         topo.load_balancing = "spray" if cfg.loss_bound is not None else "hash"
-    return StepwiseIterationModel(
+    return model_cls(
         profile,
         cluster,
         topo,

@@ -25,7 +25,7 @@ __all__ = ["main", "build_parser"]
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("sim", "sim.cli_sim", "simulate data-parallel training over a network trace"),
     ("cost", "sim.cli_sim", "closed-form time of one collective on a constant link"),
-    ("list", "sim.cli_list", "list policies, compressors, workloads or bundled traces"),
+    ("list", "sim.cli_list", "list policies, compressors, collectives, workloads or bundled traces"),
     ("sweep", "analysis.sweep_cli",
      "run a sweep spec (policies x traces x scales x seeds), then write its report"),
     ("trace", "sim.cli_trace", "list, generate, import, show and plot network traces"),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sim.errors import InputError
 
-from .config import FIDELITIES, SimConfig, default_compressor
+from .config import FIDELITIES, STEPWISE_FIDELITIES, SimConfig, default_compressor
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,8 +41,8 @@ def run_simulation(
 
     ``traces``, if given, is used instead of resolving ``cfg.trace`` (which then only labels the
     run): for programs that build per-link trace sets in memory. ``progress`` shows a tqdm bar on
-    a terminal. ``events`` (stepwise only) writes the first iteration's event timeline there
-    as Chrome trace JSON.
+    a terminal. ``events`` (fidelity stepwise or events) writes the first iteration's event
+    timeline there as Chrome trace JSON.
 
     The records hold every column of :data:`sim.schema.REQUIRED_COLUMNS` with ``source="sim"``,
     plus ``comm_s``, ``gain``, ``est_latency_s`` and ``est_bandwidth_Bps``. Same config, same
@@ -50,8 +50,8 @@ def run_simulation(
     """
     from .engine import simulate
 
-    if events is not None and cfg.fidelity != "stepwise":
-        raise InputError("an event timeline needs fidelity stepwise")
+    if events is not None and cfg.fidelity not in STEPWISE_FIDELITIES:
+        raise InputError("an event timeline needs fidelity stepwise or events")
     records, meta = simulate(cfg, progress=progress, traces=traces, events=events)
     if cfg.convergence == "auto":
         records, meta = _add_convergence(cfg, records, meta)

@@ -30,11 +30,14 @@ __all__ = [
     "ps_allreduce",
     "ring_allreduce",
     "tree_allreduce",
+    "double_tree_allreduce",
     "rhd_allreduce",
     "ring_reduce_scatter",
     "ring_allgather",
     "broadcast",
     "sparse_allgather",
+    "allgather_ring",
+    "allgather_direct",
     "artopk_ring",
     "artopk_tree",
     "hierarchical_allreduce_s",
@@ -45,9 +48,15 @@ __all__ = [
 ]
 
 #: Collectives that reduce same-index payloads (dense tensors, shared-seed random-k, PowerSGD).
-DENSE_COLLECTIVES = ("ring", "tree", "rhd", "ps", "hierarchical")
+DENSE_COLLECTIVES = ("ring", "tree", "rhd", "ps", "hierarchical", "double-tree")
 #: Collectives for payloads whose indices differ per worker.
-SPARSE_COLLECTIVES = ("allgather", "artopk-ring", "artopk-tree")
+SPARSE_COLLECTIVES = (
+    "allgather",
+    "artopk-ring",
+    "artopk-tree",
+    "allgather-ring",
+    "allgather-direct",
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,30 @@ def tree_allreduce(n: int, m: float) -> AlphaBeta:
     return AlphaBeta(2.0 * lg, 2.0 * lg * m)
 
 
+def _whole_levels(n: int) -> int:
+    """Whole steps of a binomial tree over ``n`` ranks: ceil(log2 n)."""
+    return (n - 1).bit_length()
+
+
+def double_tree_allreduce(n: int, m: float) -> AlphaBeta:
+    """Double binary tree (two binomial trees, the second over the ranks in reverse order, each
+    carrying ``m / 2``; :func:`sim.collectives.schedule.double_binary_tree_schedule`):
+    ``2 L alpha + (L + t) m beta`` with ``L = ceil(log2 n)`` whole levels.
+
+    At level ``k`` rank ``i`` sends in the first tree when ``i = 2^k (mod 2^(k+1))`` and rank
+    ``n-1-i`` in the second under the same condition, so one rank sends in both trees (its link
+    carries ``m`` instead of ``m / 2``) exactly when ``2^(k+1)`` divides ``n - 1``: on the ``t``
+    lowest levels, ``t`` the number of trailing zero bits of ``n - 1`` (none for even ``n``). Each level is paid once on the way up and once on the way down. Exact for every
+    ``n`` (whole levels); for powers of two ``2 log2(n) alpha + log2(n) m beta``.
+    """
+    _check(n, m)
+    if n == 1:
+        return AlphaBeta(0.0, 0.0)
+    levels = _whole_levels(n)
+    both = ((n - 1) & -(n - 1)).bit_length() - 1  # trailing zero bits of n - 1
+    return AlphaBeta(2.0 * levels, (levels + both) * m)
+
+
 def rhd_allreduce(n: int, m: float) -> AlphaBeta:
     """Recursive halving/doubling (Rabenseifner): 2 log2(n) alpha + 2 (n-1)/n m beta."""
     _check(n, m)
@@ -134,6 +167,22 @@ def sparse_allgather(n: int, payload_bytes: float) -> AlphaBeta:
     log2(n) alpha + (n-1) payload beta."""
     _check(n, payload_bytes)
     return AlphaBeta(math.log2(n), (n - 1) * payload_bytes)
+
+
+def allgather_ring(n: int, payload_bytes: float) -> AlphaBeta:
+    """Ring allgather of a per-worker payload: (n-1) alpha + (n-1) payload beta (each of the
+    n - 1 steps passes one payload on to the next rank)."""
+    _check(n, payload_bytes)
+    return AlphaBeta(float(n - 1), (n - 1) * payload_bytes)
+
+
+def allgather_direct(n: int, payload_bytes: float) -> AlphaBeta:
+    """Direct allgather of a per-worker payload: every worker sends its payload to every other
+    one in a single step, alpha + (n-1) payload beta (its link carries n - 1 payloads)."""
+    _check(n, payload_bytes)
+    if n == 1:
+        return AlphaBeta(0.0, 0.0)
+    return AlphaBeta(1.0, (n - 1) * payload_bytes)
 
 
 def artopk_ring(n: int, value_bytes: float, index_bytes: float | None = None) -> AlphaBeta:
@@ -190,12 +239,18 @@ def collective_terms(
         return ring_allreduce(n, payload_bytes)
     if collective == "tree":
         return tree_allreduce(n, payload_bytes)
+    if collective == "double-tree":
+        return double_tree_allreduce(n, payload_bytes)
     if collective == "rhd":
         return rhd_allreduce(n, payload_bytes)
     if collective == "ps":
         return ps_allreduce(n, payload_bytes)
     if collective == "allgather":
         return sparse_allgather(n, payload_bytes)
+    if collective == "allgather-ring":
+        return allgather_ring(n, payload_bytes)
+    if collective == "allgather-direct":
+        return allgather_direct(n, payload_bytes)
     if collective == "artopk-ring":
         return artopk_ring(n, payload_bytes, index_bytes)
     if collective == "artopk-tree":

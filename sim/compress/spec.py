@@ -27,12 +27,15 @@ __all__ = [
     "DENSE_ONLY",
     "SAME_INDEX",
     "SPARSE",
+    "ALLGATHERS",
 ]
 
 #: Collectives that reduce same-index payloads.
-SAME_INDEX: tuple[str, ...] = ("ring", "tree", "rhd", "ps", "hierarchical")
-#: Collectives for per-worker index sets (allgather) and for AR-Topk (owner's indices).
-SPARSE: tuple[str, ...] = ("allgather", "artopk-ring", "artopk-tree")
+SAME_INDEX: tuple[str, ...] = ("ring", "tree", "rhd", "ps", "hierarchical", "double-tree")
+#: The allgathers (recursive doubling, ring, direct): they carry any payload, every rank's whole.
+ALLGATHERS: tuple[str, ...] = ("allgather", "allgather-ring", "allgather-direct")
+#: Collectives for per-worker index sets (the allgathers) and for AR-Topk (owner's indices).
+SPARSE: tuple[str, ...] = ("allgather", "artopk-ring", "artopk-tree") + ALLGATHERS[1:]
 DENSE_ONLY = SAME_INDEX
 
 

@@ -13,9 +13,20 @@ latency-bound bucket can go over ``tree`` while a large, bandwidth-bound one goe
 Buckets are exchanged one after another, so the per-bucket total is the sum over buckets and is
 never above the total of any single collective used for every bucket.
 
-``rhd`` and ``hierarchical`` are not in the default candidate list: in the single-link alpha-beta
-model ``rhd`` dominates ring and tree for every message size (a model artefact; NCCL offers ring
-and tree), and ``hierarchical`` needs two link classes. Pass ``allowed=`` to include them.
+``rhd``, ``hierarchical``, ``double-tree``, ``allgather-ring`` and ``allgather-direct`` are not
+in the default candidate list (so ``auto`` picks exactly what it picked before they existed):
+
+- in the single-link alpha-beta model ``rhd`` dominates ring and tree for every message size (a
+  model artefact; NCCL offers ring and tree), and ``double-tree`` dominates ``tree`` (same
+  latency terms, half the bytes on even ``n``) while the model ignores what makes it slower in
+  practice (two trees' worth of connections, and, unpipelined, no gain over a ring on bandwidth);
+- ``allgather-direct`` dominates the recursive-doubling ``allgather`` (one latency instead of
+  ``log2 n``, the same bytes) because the model does not charge the ``n - 1`` concurrent
+  connections of each rank, and ``allgather-ring`` never beats it (``n - 1`` latencies);
+- ``hierarchical`` needs two link classes.
+
+Pass ``allowed=`` (e.g. :data:`sim.control.types.COLLECTIVES`) to include them: every collective
+is priced per bucket from its own closed form (:func:`sim.collectives.payload_terms`).
 
 Pure: no SimPy, torch or pandas.
 """

@@ -19,10 +19,13 @@ COLLECTIVES: tuple[str, ...] = (
     "tree",  # binary-tree allreduce
     "rhd",  # recursive halving / doubling allreduce (Rabenseifner)
     "ps",  # parameter server (star)
-    "allgather",  # ring allgather of (sparse) payloads, then local aggregation
+    "allgather",  # recursive-doubling allgather of (sparse) payloads, then local aggregation
     "artopk-ring",  # AR-Topk: broadcast indices, ring-allreduce the values
     "artopk-tree",  # AR-Topk: broadcast indices, tree-allreduce the values
     "hierarchical",  # two-level: intra-node reduce-scatter, inter-node allreduce, allgather
+    "double-tree",  # two binomial trees (the second over reversed ranks), half the bytes each
+    "allgather-ring",  # ring allgather: n - 1 steps of one payload
+    "allgather-direct",  # direct allgather: one step, every rank to every other
 )
 
 

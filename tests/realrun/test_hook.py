@@ -81,7 +81,26 @@ def _linear() -> nn.Module:
     return nn.Linear(NUMEL, 1, bias=False)  # one parameter -> one bucket of 40 elements
 
 
-def _sparse(rank: int, world: int, collective: str) -> dict[str, torch.Tensor]:
+def _sparse(rank: int, world: int, collective: str) -> dict[str, Any]:
+    import realrun.hook.exchange.payload as payload_mod
+
+    priced: list[str] = []
+    real_terms = payload_mod.collective_terms
+
+    def spy(coll: str, *args: Any) -> Any:
+        priced.append(coll)
+        return real_terms(coll, *args)
+
+    payload_mod.collective_terms = spy  # type: ignore[assignment]
+    try:
+        out = _sparse_steps(rank, world, collective)
+    finally:
+        payload_mod.collective_terms = real_terms  # type: ignore[assignment]
+    out["priced"] = priced
+    return out
+
+
+def _sparse_steps(rank: int, world: int, collective: str) -> dict[str, Any]:
     ddp = DDP(_linear())
     local = _linear()
     state = CompressionHookState(
@@ -236,6 +255,7 @@ def _all(rank: int, world: int) -> dict[str, Any]:
     return {
         "dense": _dense(rank, world),
         "allgather": _sparse(rank, world, "allgather"),
+        "allgather-direct": _sparse(rank, world, "allgather-direct"),
         "artopk-ring": _sparse(rank, world, "artopk-ring"),
         "decisions": _decisions(rank, world),
         "checkpoint": _checkpoint(rank, world),
@@ -291,6 +311,17 @@ def test_sparse_average_is_exact(ranks: list[dict[str, Any]], collective: str) -
         sent[sent_by[rank]] = True
         assert torch.equal(r["residual"][sent], torch.zeros(4))
         assert torch.equal(r["residual"][~sent], g1[rank][~sent])
+
+
+def test_allgather_variants_exchange_alike_and_are_priced_as_chosen(
+    ranks: list[dict[str, Any]],
+) -> None:
+    for r in ranks:
+        # torch.distributed runs the same all_gather: the same average, bit for bit ...
+        assert torch.equal(r["allgather-direct"]["result1"], r["allgather"]["result1"])
+        # ... priced as the decision's collective (step 0 is the dense warm-up).
+        assert r["allgather-direct"]["priced"] == ["allgather-direct"]
+        assert r["allgather"]["priced"] == ["allgather"]
 
 
 def test_every_rank_takes_the_same_decisions(ranks: list[dict[str, Any]]) -> None:

@@ -88,6 +88,53 @@ def test_every_schedule_conserves_bytes_and_stays_in_range(name: str, n: int) ->
         assert p.level in ("net", "intra")
 
 
+NEW_FORMS = {
+    "double-tree": cf.double_tree_allreduce,
+    "allgather-ring": cf.allgather_ring,
+    "allgather-direct": cf.allgather_direct,
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_FORMS))
+def test_new_closed_forms_equal_their_schedules_for_every_n(name: str) -> None:
+    # Exhaustive over 1..1024 ranks: whole levels, so exact for every n, not only powers of two.
+    for n in range(1, 1025):
+        s = sc.schedule_for(name, n, Payload(3.0, 0.0, 0.0))
+        _close(s.terms(), NEW_FORMS[name](n, 3.0))
+        _close(s.terms(), cf.collective_terms(name, n, 3.0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=ANY_N, m=SIZES)
+def test_new_closed_forms_equal_their_schedules_for_any_size(n: int, m: float) -> None:
+    for name, form in NEW_FORMS.items():
+        _close(sc.schedule_for(name, n, Payload(m, 0.0, 0.0)).terms(), form(n, m))
+
+
+def test_double_tree_closed_form_on_powers_of_two_and_odd_counts() -> None:
+    m = 1e6
+    for k in range(1, 11):
+        assert cf.double_tree_allreduce(1 << k, m) == cf.AlphaBeta(2 * k, k * m)
+    # 9 ranks: 4 levels; n - 1 = 8 has 3 trailing zero bits: 3 levels carry m on one link.
+    assert cf.double_tree_allreduce(9, m) == cf.AlphaBeta(8, 7 * m)
+    # Half the tree's bytes whenever n is even.
+    for n in (2, 6, 100, 1000):
+        assert cf.double_tree_allreduce(n, m).n_bytes == pytest.approx(
+            sc.tree_allreduce_schedule(n, m).terms().n_bytes / 2
+        )
+
+
+def test_every_collective_has_a_closed_form_a_schedule_and_a_listing() -> None:
+    from sim.collectives.catalog import COLLECTIVE_INFO
+    from sim.control.types import COLLECTIVES
+
+    assert set(COLLECTIVES) == set(sc.SCHEDULES) == set(COLLECTIVE_INFO)
+    assert set(COLLECTIVES) == set(cf.DENSE_COLLECTIVES + cf.SPARSE_COLLECTIVES)
+    for name in COLLECTIVES:
+        if name != "hierarchical":  # two link classes: hierarchical_allreduce_s
+            cf.collective_terms(name, 8, 1e6, 1e5)
+
+
 def test_allgather_variants_move_the_same_bytes_with_different_steps() -> None:
     n, p = 16, 1000.0
     ring, direct = sc.allgather_ring_schedule(n, p), sc.allgather_direct_schedule(n, p)

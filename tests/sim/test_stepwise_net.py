@@ -44,6 +44,72 @@ def test_ideal_stepwise_equals_the_schedule_closed_form(
     assert got == pytest.approx(s.terms().time_s(lat, bw), rel=1e-6)
 
 
+NEW_FORMS = {
+    "double-tree": cf.double_tree_allreduce,
+    "allgather-ring": cf.allgather_ring,
+    "allgather-direct": cf.allgather_direct,
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(2, 1024),
+    m=st.floats(1.0, 4 * 2.0**30),
+    lat=st.floats(0.0, 0.05),
+    bw=st.floats(1e6, 1e11),
+    coll=st.sampled_from(sorted(NEW_FORMS)),
+)
+def test_ideal_stepwise_equals_the_closed_form_of_each_new_collective(
+    n: int, m: float, lat: float, bw: float, coll: str
+) -> None:
+    # The closed forms of sim.collectives.closed_form (whole levels: exact for every n), not
+    # the schedule's own sums; and through compctl cost's own entry point.
+    out = stepwise_collective(coll, n, Payload(m, 0.0, 0.0), latency_s=lat, bandwidth_Bps=bw)
+    want = NEW_FORMS[coll](n, m).time_s(lat, bw)
+    assert out["time_s"] == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["nccl", "gloo"])
+@pytest.mark.parametrize(
+    "coll,n,m,lat",
+    [
+        ("allgather-ring", 4, 32 * 2**20, 1e-3),
+        ("allgather-ring", 32, 8 * 2**20, 1e-2),
+        ("allgather-ring", 7, 1e5, 0.0),
+        ("allgather-direct", 4, 32 * 2**20, 1e-3),
+        ("allgather-direct", 32, 8 * 2**20, 1e-2),
+        ("double-tree", 8, 128 * 2**20, 1e-3),
+        ("double-tree", 100, 256 * 2**20, 1e-2),
+        ("double-tree", 6, 1e5, 0.0),
+    ],
+)
+def test_chunked_transport_equals_its_pipelined_closed_form_for_new_collectives(
+    name: str, coll: str, n: int, m: float, lat: float
+) -> None:
+    # Every step of these schedules is alike (double tree: even n), so the pipelined closed form
+    # of S identical steps holds: X from the busiest link's bytes at the transport's efficiency
+    # or one message's TCP-window bound, chunks from one message's bytes.
+    bw = 5e9 / 8
+    tp = TRANSPORTS[name]
+    net = StepwiseNetwork(flat_topology(n, TraceSet.single(PiecewiseTrace.constant(lat, bw))), tp)
+    s = sc.schedule_for(coll, n, Payload(m, 0.0, 0.0))
+    cs = net.compile(s)
+    per_step = s.terms()
+    steps = s.steps
+    link_bytes = per_step.n_bytes / steps
+    msg = float(max(p.nbytes.max() for p in s.phases))
+    big_x = link_bytes / (bw * tp.bandwidth_efficiency)
+    if tp.window_bytes:
+        big_x = max(big_x, msg * 2 * lat / tp.window_bytes)
+    chunks = max(1, math.ceil(msg / tp.chunk_bytes))
+    want = pipelined_closed_form_s(steps, lat + tp.hop_latency_s, big_x, 1.0, chunks, tp.slots)
+    want += tp.base_latency_s
+    if tp.host_copy_Bps:
+        want += 2 * float(s.bytes_sent().max()) / tp.host_copy_Bps
+    assert cs.chunks == chunks
+    assert net.run(cs, 0.0) == pytest.approx(want, rel=1e-9)
+
+
 @settings(max_examples=20, deadline=None)
 @given(
     k=st.integers(1, 10),
@@ -131,7 +197,10 @@ def test_one_slow_link_bounds_the_ring() -> None:
     assert got > cf.ring_allreduce(n, m).time_s(lat, fast)
 
 
-@pytest.mark.parametrize("coll", ["ring", "ps", "tree", "hierarchical", "allgather-direct"])
+@pytest.mark.parametrize(
+    "coll",
+    ["ring", "ps", "tree", "hierarchical", "double-tree", "allgather-ring", "allgather-direct"],
+)
 def test_bytes_are_conserved_on_every_link_class(coll: str) -> None:
     topo = load_topology("2racks-4to1", 64, lambda s: pytest.fail(s))  # type: ignore[arg-type,return-value]
     net = StepwiseNetwork(topo, TRANSPORTS["ideal"])

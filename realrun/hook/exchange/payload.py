@@ -1,7 +1,12 @@
 """The hook's general path: the shared compressor with error feedback
 (:func:`sim.compress.base.compress_with_feedback`), its payload exchanged by layout: same-index
 payloads by allreduce, sparse ones by (ragged) sparse allgather, anything else by a dense
-allgather of every rank's tensors."""
+allgather of every rank's tensors.
+
+torch.distributed runs its own algorithm for ``all_reduce`` and ``all_gather``; the decision's
+collective (``ring``, ``double-tree``, ... ; ``allgather``, ``allgather-ring``,
+``allgather-direct``) is the one the exchange is *priced* as: its alpha-beta terms feed the
+monitor, and the records name it."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import torch.distributed as dist
 
 from sim.collectives import AlphaBeta, collective_terms
 from sim.compress.base import Compressor, compress_with_feedback
-from sim.compress.spec import SAME_INDEX, get_spec
+from sim.compress.spec import ALLGATHERS, SAME_INDEX, get_spec
 from sim.control.types import Decision
 from sim.errors import InputError
 
@@ -58,22 +63,22 @@ def exchange_payload(
         terms = collective_terms(d.collective, n, float(c.payload_bytes))
         dist.all_reduce(payload, group=group)
         return comp.decompress(c.with_tensors([payload])).reshape(-1), terms
-    if layout == "sparse" and d.collective == "allgather":
+    if layout == "sparse" and d.collective in ALLGATHERS:
         values, indices = c.tensors
-        terms = collective_terms("allgather", n, float(c.payload_bytes))
+        terms = collective_terms(d.collective, n, float(c.payload_bytes))
         if get_spec(d.compressor).exact_k:
             out = coll.sparse_allgather_average(values.div(n), indices, numel, n, group)
         else:
             out = _ragged_sparse_average(values.div(n), indices, numel, n, group)
         return out, terms
-    if d.collective == "allgather":
+    if d.collective in ALLGATHERS:
         # dense, same-index or quantized payloads: gather every rank's tensors, decompress each.
         gathered: list[list[torch.Tensor]] = []
         for t in c.tensors:
             parts = [torch.empty_like(t) for _ in range(n)]
             dist.all_gather(parts, t.contiguous(), group=group)
             gathered.append(parts)
-        terms = collective_terms("allgather", n, float(c.payload_bytes))
+        terms = collective_terms(d.collective, n, float(c.payload_bytes))
         decoded = [comp.decompress(c.with_tensors([g[r] for g in gathered])) for r in range(n)]
         return comp.aggregate(decoded).reshape(-1), terms
     raise InputError(

@@ -8,13 +8,14 @@ from ..base import Compressed, Compressor, Key, generator_for, k_for, register_c
 from ..kernels import payloads
 from ..kernels.lazy import torch
 from ..kernels.payloads import builtin_spec
+from ..spec import ALLGATHERS
 
 __all__ = ["QsgdCompressor"]
 
 #: The analytic spec (payload, compute model, collectives) and description.
 SPEC = builtin_spec(
     "qsgd",
-    ("allgather",),
+    ALLGATHERS,
     payloads.qsgd,
     "QSGD: stochastic quantisation to 127 levels, int8 per element + one norm.",
 )

@@ -8,19 +8,20 @@ from ..base import Compressed, Compressor, Key, k_for, register_compressor
 from ..kernels import payloads
 from ..kernels.lazy import torch
 from ..kernels.payloads import builtin_spec
+from ..spec import ALLGATHERS
 
 __all__ = ["SignsgdCompressor", "EfSignsgdCompressor", "pack_signs", "unpack_signs"]
 
 #: The analytic spec (payload, compute model, collectives) and description of each variant.
 SPEC_SIGNSGD = builtin_spec(
     "signsgd",
-    ("allgather",),
+    ALLGATHERS,
     payloads.sign,
     "signSGD: one bit per element, majority-vote aggregation.",
 )
 SPEC_EFSIGNSGD = builtin_spec(
     "efsignsgd",
-    ("allgather",),
+    ALLGATHERS,
     payloads.ef_sign,
     "EF-signSGD: scaled sign (mean |g|), one bit per element + one scale.",
 )

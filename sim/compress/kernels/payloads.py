@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..spec import SAME_INDEX, SPARSE, CompressorSpec, Payload, register_spec
+from ..spec import ALLGATHERS, SAME_INDEX, SPARSE, CompressorSpec, Payload, register_spec
 from .calibration import registered_compute_model
 from .lowrank_shape import matrix_shape, rank_for
 
@@ -30,8 +30,8 @@ SCALE_BYTES = 4  # one float32 norm or scale per tensor
 
 #: Collectives for per-worker index sets (allgather) and for AR-Topk (owner's indices).
 SPARSE_COLLECTIVES = SPARSE
-#: Same-index collectives, and allgather (which carries anything).
-DENSE_COLLECTIVES = SAME_INDEX + ("allgather",)
+#: Same-index collectives, and the allgathers (which carry anything).
+DENSE_COLLECTIVES = SAME_INDEX + ALLGATHERS
 
 
 def _k(numel: int, density: float) -> int:
