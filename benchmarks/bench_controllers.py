@@ -17,6 +17,7 @@ Usage::
     python benchmarks/bench_controllers.py --quick    # fewer repetitions
     python benchmarks/bench_controllers.py --tta      # time-to-target table (benchmarks/tta_table.py)
     python benchmarks/bench_controllers.py --tta --held-out   # on fresh generated traces
+    python benchmarks/bench_controllers.py --tta --held-out-2 # on the second held-out set
     python benchmarks/bench_controllers.py --tta --markdown tta.json   # tables of a saved run
 
 Timings use time.perf_counter (the controllers themselves never read a clock).
@@ -136,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="time-to-target of every policy vs best fixed density and oracle")
     parser.add_argument("--held-out", action="store_true",
                         help="--tta on fresh generated traces (seeds never tuned on)")
+    parser.add_argument("--held-out-2", action="store_true",
+                        help="--tta on the second held-out set (generated after tuning)")
     parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
     parser.add_argument("--fidelity", default="analytic",
                         help="--tta: simulator fidelity (analytic or stepwise)")
@@ -189,7 +192,12 @@ def _tta(args: argparse.Namespace) -> int:
         with open(args.markdown) as fh:
             sys.stdout.write(tt.format_markdown(tt.from_json(json.load(fh))))
         return 0
-    traces = dict(tt.HELD_OUT) if args.held_out else {t: tt.CLASSES[t] for t in tt.BUNDLED}
+    if args.held_out_2:
+        traces = dict(tt.HELD_OUT_2)
+    elif args.held_out:
+        traces = dict(tt.HELD_OUT)
+    else:
+        traces = {t: tt.CLASSES[t] for t in tt.BUNDLED}
     workloads, workers = (("resnet50",), (8, 64)) if args.quick else (tt.WORKLOADS, tt.WORKERS)
     if args.subset:
         traces = {t: c for t, c in traces.items() if t in tt.SUBSET_TRACES} or dict(

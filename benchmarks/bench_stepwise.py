@@ -1,6 +1,7 @@
 """Speed of the stepwise fidelity against the analytic one, measured in the same run.
 
-Usage: ``python benchmarks/bench_stepwise.py [--iterations 1000] [--big-iterations 100] [--json]``
+Usage: ``nice -n 10 python benchmarks/bench_stepwise.py [--iterations 1000] [--big-iterations 100]
+[--events-iterations 100] [--json]``
 
 ResNet-50, dense ring allreduce (4 buckets), per-link traces: a different random walk per link
 (bandwidth around 10 Gbit/s, latency around 1 ms, a new state every 0.5 s, 300 s looped) for
@@ -13,7 +14,10 @@ ResNet-50, dense ring allreduce (4 buckets), per-link traces: a different random
   that cost grows no faster than workers x steps (a step = one phase step of a collective);
 * 1,024 workers with the ``nccl`` transport (chunked pipeline) and with the ``2racks-4to1``-style
   contention (the flat cluster's links are all used by a ring, so the ring is the contention
-  case here).
+  case here);
+* the ``events`` fidelity (SimPy processes per worker and per collective) against the vectorised
+  stepwise level at 64, 256 and 1,024 workers x ``--events-iterations``, ``nccl`` transport:
+  CPU time ratio, and the largest relative difference of their iteration times (float rounding).
 
 CPU seconds of this process (``time.process_time``), one call each (the runs are long enough).
 """
@@ -61,7 +65,29 @@ def _run(workers: int, iterations: int, fidelity: str, ts: TraceSet, **kw: Any) 
         "cpu_s": cpu,
         "it_per_s": iterations / cpu,
         "mean_iter_s": float(records["iter_s"].mean()),
+        "iter_s": records["iter_s"].to_numpy(),
     }
+
+
+def _events_vs_stepwise(ts: TraceSet, iterations: int) -> list[dict[str, Any]]:
+    """CPU time of the events fidelity over the vectorised stepwise one, same configuration."""
+    out = []
+    for n in (64, 256, 1024):
+        s = _run(n, iterations, "stepwise", ts, transport="nccl")
+        e = _run(n, iterations, "events", ts, transport="nccl")
+        rel = abs(e["iter_s"] - s["iter_s"]) / s["iter_s"]
+        out.append(
+            {
+                "workers": n,
+                "iterations": iterations,
+                "stepwise_cpu_s": s["cpu_s"],
+                "events_cpu_s": e["cpu_s"],
+                "ratio": e["cpu_s"] / s["cpu_s"],
+                "events_ms_per_iteration": e["cpu_s"] / iterations * 1e3,
+                "max_rel_diff_iter_s": float(rel.max()),
+            }
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=1000)
     p.add_argument("--big-iterations", type=int, default=100)
+    p.add_argument("--events-iterations", type=int, default=100)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     logging.disable(logging.WARNING)
@@ -83,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     base = scaling[0]["cpu_s"] / (scaling[0]["workers"] * 100)
     for r in scaling:
         r["cost_per_worker_step_vs_64"] = r["cpu_s"] / (r["workers"] * 100) / base
+    events = _events_vs_stepwise(ts, args.events_iterations)
+    for r in rows + scaling:
+        del r["iter_s"]
     if args.json:
-        sys.stdout.write(json.dumps({"rows": rows, "scaling": scaling}, indent=2) + "\n")
+        doc = {"rows": rows, "scaling": scaling, "events_vs_stepwise": events}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
     out = ["| workers | iterations | fidelity | transport | CPU s | it/s | mean iter s |"]
     out.append("|---|---|---|---|---|---|---|")
@@ -106,6 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     out.append("|---|---|---|")
     for r in scaling:
         out.append(f"| {r['workers']} | {r['cpu_s']:.2f} | {r['cost_per_worker_step_vs_64']:.2f} |")
+    out.append("")
+    out.append(
+        "| workers (nccl) | iterations | stepwise CPU s | events CPU s | events / stepwise | "
+        "events ms / iteration | max rel. diff of iter_s |"
+    )
+    out.append("|---|---|---|---|---|---|---|")
+    for r in events:
+        out.append(
+            f"| {r['workers']} | {r['iterations']} | {r['stepwise_cpu_s']:.3f} | "
+            f"{r['events_cpu_s']:.2f} | {r['ratio']:.0f}x | {r['events_ms_per_iteration']:.1f} | "
+            f"{r['max_rel_diff_iter_s']:.1e} |"
+        )
     sys.stdout.write("\n".join(out) + "\n")
     return 0
 

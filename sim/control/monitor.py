@@ -59,6 +59,11 @@ _CONSISTENT_REL = 1e-6
 _EXACT_SD = 0.1
 #: One robust update moves either log term by at most this much.
 _MAX_LOG_STEP = 1.0
+#: Least latency the Kalman filter works with (1 us, below any network's per-message latency).
+#: Its gain on latency is proportional to latency's share of a predicted duration, so a split
+#: that puts latency near zero (a link whose latency touches zero) would make that estimate
+#: absorbing: a later rise in latency would then be read as a collapse of bandwidth.
+_MIN_ALPHA_S = 1e-6
 
 # Rows whose (n_alpha, n_bytes) directions differ by less than this (sine of the angle between
 # them, after scaling the columns) count as "the same shape": they cannot separate alpha from beta.
@@ -244,7 +249,7 @@ class KalmanLink:
     ) -> None:
         if not (alpha_s > 0.0 and beta_s_per_byte > 0.0):
             raise ValueError("the starting estimate needs alpha > 0 and beta > 0")
-        self._u = math.log(alpha_s)
+        self._u = math.log(max(alpha_s, _MIN_ALPHA_S))
         self._v = math.log(beta_s_per_byte)
         self._drift2 = drift * drift
         self._bw_drift2 = bandwidth_drift * bandwidth_drift
@@ -281,7 +286,9 @@ class KalmanLink:
         s = h1 * ph1 + h2 * ph2 + self._noise2
         k1, k2 = ph1 / s, ph2 / s
         innov = math.log(seconds / pred)
-        self._u += max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k1 * innov))
+        self._u = max(
+            math.log(_MIN_ALPHA_S), self._u + max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k1 * innov))
+        )
         self._v += max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k2 * innov))
         self._p11 = p11 - k1 * ph1
         self._p22 = p22 - k2 * ph2

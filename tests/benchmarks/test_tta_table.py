@@ -47,12 +47,21 @@ def test_summary_counts_the_done_when_bars() -> None:
 
 def test_held_out_real_traces_are_in_the_repository() -> None:
     tt = _module()
-    files = [t for t in tt.HELD_OUT if t.endswith(".csv")]
-    assert files, "the held-out set names at least one imported real trace"
     root = _PATH.parents[1]
-    for f in files:
+    for held in (tt.HELD_OUT, tt.HELD_OUT_2):
+        files = [t for t in held if t.endswith(".csv")]
+        assert files, "each held-out set names at least one imported real trace"
+    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2) if t.endswith(".csv")]:
         text = (root / f).read_text()
         assert "# source:" in text and "time_s,latency_s,bandwidth_Bps" in text
+
+
+def test_second_held_out_set_shares_nothing_with_the_first_or_the_bundled_set() -> None:
+    tt = _module()
+    assert not set(tt.HELD_OUT_2) & (set(tt.HELD_OUT) | set(tt.BUNDLED))
+    seeds = {p for t in tt.HELD_OUT_2 for p in t.split(",") if p.split(":")[-1].startswith("seed=")}
+    old = {p for t in tt.HELD_OUT for p in t.split(",") if p.split(":")[-1].startswith("seed=")}
+    assert seeds and not seeds & old
 
 
 def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:

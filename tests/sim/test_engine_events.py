@@ -196,6 +196,12 @@ def test_same_seed_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     b, b_meta, _ = _run(monkeypatch, kw, traces, "events")
     assert a.to_csv(float_format="%.17g") == b.to_csv(float_format="%.17g")
     assert json.dumps(a_meta, sort_keys=True) == json.dumps(b_meta, sort_keys=True)
+    from sim.rundir import write_run
+
+    write_run(tmp_path / "a", a, a_meta)
+    write_run(tmp_path / "b", b, b_meta)
+    for f in sorted(p.name for p in (tmp_path / "a").iterdir()):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
     c, _, _ = _run(monkeypatch, dict(kw, seed=6), traces, "events")
     assert not c["iter_s"].equals(a["iter_s"])
 
@@ -293,3 +299,32 @@ def test_sweep_spec_takes_fidelity_events(tmp_path: Path) -> None:
     )
     runs = expand_spec(load_spec(tmp_path / "s.toml"), normalize_config)
     assert [r.config["fidelity"] for r in runs] == ["events", "events"]
+
+
+def test_validate_accepts_events(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``compctl validate --fidelity events`` predicts what the stepwise level predicts."""
+    from sim.entry import main
+    from sim.rundir import write_run
+
+    trace = "const:lat_ms=1,bw_mbps=100"
+    records, _ = run_simulation(
+        SimConfig(workload="digits-cnn", workers=2, trace=trace, iterations=8, convergence="off")
+    )
+    records["source"] = "real"
+    meta = {
+        "source": "real",
+        "emulation": {"mode": "hook", "delay": "hook", "bandwidth": "hook"},
+        "config": {"workload": "digits-cnn", "nproc": 2, "trace": trace, "policy": "dense",
+                   "policy_params": {}, "steps": 8, "seed": 0, "bucket_cap_mb": 25.0},
+    }
+    run = str(tmp_path / "real")
+    write_run(run, records, meta)
+    got = {}
+    for fid in ("stepwise", "events"):
+        argv = ["validate", "--real", run, "--skip", "1", "--fidelity", fid,
+                "--transport", "gloo", "--json"]
+        assert main(argv) == 0
+        got[fid] = json.loads(capsys.readouterr().out)
+    assert got["events"]["comparison"]["fidelity"] == "events"
+    for key in ("sim_mean_iter_s", "sim_mean_comm_s", "mape_iter"):
+        assert got["events"][key] == pytest.approx(got["stepwise"][key], rel=1e-9)

@@ -12,9 +12,13 @@ Every ``window_steps`` steps the controller
    ``collective="auto"`` does), whole iterations from the workload's convergence model
    (:mod:`sim.control.progress`) run forward from the controller's own model state with the
    gain of each future step, so a switch pays (or recovers) the lag it causes;
-3. scores each density by the mean over scenarios plus ``risk`` times their half-range (a robust
-   choice under the forecast's spread), and applies the best one unless it beats the density in
-   force by less than ``switch_margin``.
+3. scores each plan by the mean over scenarios plus ``risk`` times their half-range (a robust
+   choice under the forecast's spread). Plans are "hold density ``d`` to the goal" and, towards
+   a real target, "hold ``d`` for a while, then finish at a higher density" (the switch up
+   releases the lag the error-feedback residual holds back, the end game the oracle plays);
+   a two-phase plan must win by ``two_phase_margin``, because its payoff rests on the model
+   over the whole horizon. A density scores as its best plan; the best density is applied
+   unless it beats the density in force by less than ``switch_margin``.
 
 The first step (no estimate yet) runs the grid's smallest density with, per bucket, the
 collective whose worst slowdown over a wide range of links is least.
@@ -25,6 +29,18 @@ least corrected time (a real collective may run slower than its model).
 
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
 since the last plan.
+
+A collective never run yet gets half the mean log correction of those that were (a correction
+absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
+latency/bandwidth split -- and what is specific to the one measured), so noisy measurements of
+the collective in use do not make an untried one look cheap by the whole factor.
+
+Probing (``probe_every`` > 0): the monitor cannot split latency from bandwidth while every
+collective has the same shape (one density held, one bucket), and small payloads carry a byte
+term too small to see; predictions for other densities are then guesses. When the last
+``probe_every`` observations ran densities within a factor 3 of each other and a plan under a
+``probe_factor`` times faster link would pick a denser density, the step after the plan runs
+that denser density once (bounded exploration); the plan itself is unchanged.
 
 ``delta`` is what is left to ``target_progress`` when one is set, else ``horizon_progress`` (a
 rolling target). The gain of a density other than the one in force is the model's gain scaled by
@@ -60,6 +76,10 @@ _MAX_LOG_CORR = math.log(16.0)
 #: Links the first decision (before any estimate) is hedged over: 10 us to 100 ms latency,
 #: 0.1 to 100 Gbit/s.
 _PRIOR_LINKS = tuple((lat, bw) for lat in (1e-5, 1e-3, 1e-1) for bw in (1.25e7, 1.25e9, 1.25e10))
+#: Floors of the forecast signals: a monitor estimate of zero latency (a link whose latency
+#: touches zero, or a fit that attributes all of it to bytes) is 1 us in the forecast.
+_LATENCY_FLOOR_S = 1e-6
+_BANDWIDTH_FLOOR_BPS = 1.0
 #: Iterations per chunk of the progress prediction.
 _CHUNK = 8
 
@@ -69,12 +89,14 @@ _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 
 class LinkForecast:
     """Level, trend and spread of a positive signal in log space over a sliding window."""
 
-    def __init__(self, history: int) -> None:
+    def __init__(self, history: int, floor: float = 0.0) -> None:
         self._xs: deque[float] = deque(maxlen=history)
+        self._floor = float(floor)
 
     def update(self, value: float) -> None:
-        """Add one observation (positive)."""
-        self._xs.append(math.log(value))
+        """Add one observation (positive; raised to the floor first, so that a signal touching
+        zero does not send the log-space fit to minus infinity)."""
+        self._xs.append(math.log(max(value, self._floor)))
 
     def __len__(self) -> int:
         return len(self._xs)
@@ -111,9 +133,11 @@ class LinkForecast:
         if not self._xs:
             return default
         level, slope, std = self.fit()
-        # The trend is trusted only as far as the window it was fitted on.
+        # The trend is trusted only as far as the window it was fitted on, and never beyond
+        # the range the window saw.
         ahead = min(steps_ahead, float(len(self._xs)))
-        return math.exp(level + slope * ahead + z * std)
+        centre = min(max(self._xs), max(min(self._xs), level + slope * ahead))
+        return math.exp(centre + z * std)
 
 
 def steps_to_progress(
@@ -159,8 +183,12 @@ class MpcPolicy(DensityPolicy):
         risk: float = 0.5,
         spread: float = 1.0,
         switch_margin: float = 0.02,
+        two_phase: bool = True,
+        two_phase_margin: float = 0.03,
         replan_change: float = 0.25,
         initial_density: float = 0.001,
+        probe_every: int = 0,
+        probe_factor: float = 10.0,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
@@ -172,6 +200,8 @@ class MpcPolicy(DensityPolicy):
             raise ValueError("need target_progress >= 0 and horizon_progress > 0")
         if risk < 0.0 or spread < 0.0 or not (0.0 <= switch_margin < 1.0):
             raise ValueError("need risk >= 0, spread >= 0 and 0 <= switch_margin < 1")
+        if not two_phase_margin >= 0.0:
+            raise ValueError(f"two_phase_margin must be >= 0, got {two_phase_margin!r}")
         self.grid = tuple(grid)
         self.window_steps = int(window_steps)
         self.history = int(history)
@@ -180,9 +210,16 @@ class MpcPolicy(DensityPolicy):
         self.risk = float(risk)
         self.spread = float(spread)
         self.switch_margin = float(switch_margin)
+        self.two_phase = bool(two_phase)
+        self.two_phase_margin = float(two_phase_margin)
         if not replan_change > 0.0:
             raise ValueError(f"replan_change must be > 0, got {replan_change!r}")
         self.replan_change = float(replan_change)
+        if probe_every < 0 or not probe_factor > 1.0:
+            raise ValueError(f"need probe_every >= 0 and probe_factor > 1, got {probe_every!r}, "
+                             f"{probe_factor!r}")
+        self.probe_every = int(probe_every)
+        self.probe_factor = float(probe_factor)
         self.compressor = compressor
         self._auto_collective = collective == AUTO
         self._terms: dict[tuple[str, int, float, float, str], Any] = {}
@@ -201,8 +238,8 @@ class MpcPolicy(DensityPolicy):
 
     def _reset_state(self) -> None:
         self._state = ProgressState()
-        self._lat = LinkForecast(self.history)
-        self._bw = LinkForecast(self.history)
+        self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S)
+        self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS)
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
@@ -210,6 +247,12 @@ class MpcPolicy(DensityPolicy):
         self._corr: dict[str, float] = {}
         self._hidden_s: dict[bool, float | None] = {True: None, False: None}
         self._gain_ratio = 1.0
+        self._coeff_cache: dict[tuple[float, float], tuple[float, float, float]] = {}
+        #: The planned density (a probe step runs another one without changing the plan).
+        self._held = self.density
+        self._probing = False
+        self._last_probe = -(10**9)
+        self._recent: deque[float] = deque(maxlen=max(1, self.probe_every))
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -318,12 +361,21 @@ class MpcPolicy(DensityPolicy):
             best, best_s = "", math.inf
             for coll in self._candidates[comp]:
                 t = self._comm_terms(coll, obs, m, density, comp).time_s(lat, bw)
-                t *= math.exp(self._corr.get(coll, 0.0))
+                t *= math.exp(self._correction(coll))
                 if t < best_s:
                     best, best_s = coll, t
             choice[m] = best
             total += count * best_s
         return choice, total
+
+    def _correction(self, coll: str) -> float:
+        """Log correction of ``coll``: its own once it ran, else half the mean of those that
+        ran (what was measured is part shared by every collective, part specific to the one
+        measured; nothing tells the two apart, so half the evidence carries over)."""
+        own = self._corr.get(coll)
+        if own is not None:
+            return own
+        return 0.5 * sum(self._corr.values()) / len(self._corr) if self._corr else 0.0
 
     def _iteration_s(self, obs: Observation, density: float, lat: float, bw: float) -> float:
         comm = self._comm_s(obs, density, lat, bw)[1]
@@ -335,71 +387,163 @@ class MpcPolicy(DensityPolicy):
             hidden = self._hidden_s[not dense] or 0.0
         return compute + compress + max(0.0, comm - hidden)
 
-    def _steps(self, density: float, delta: float) -> float:
-        """Iterations at ``density`` until progress grows by ``delta`` from the current model
-        state: the convergence model's recursion in chunks of :data:`_CHUNK` iterations (gain
-        and equilibrium lag of each chunk taken at its middle, the lag relaxing geometrically
-        within it), the gain from the workload's model at each future step scaled by the
-        measured-over-model ratio."""
-        pm = self.progress_model
-        comp = "none" if density >= 1.0 else self.compressor
-        st = self._state
-        t = float(max(st.step, 0))
-        q, lag, prog = st.q, st.lag, st.progress
-        goal = prog + delta
-        cap = 50.0 * delta + 1000.0
+    def _coeffs(self, density: float, mid: float) -> tuple[float, float, float]:
+        """``(efficiency, equilibrium lag, relaxation rate)`` of ``density`` around step
+        ``mid``: the workload model's gain there, scaled by the measured-over-model ratio."""
+        key = (density, mid)
+        hit = self._coeff_cache.get(key)
+        if hit is None:
+            pm = self.progress_model
+            if density >= 1.0:
+                g = 1.0
+            else:
+                g = min(1.0, pm.gain(self.compressor, density, mid) * self._gain_ratio)
+            lag_star = pm.lam * (1.0 / g - 1.0) / (1.0 + mid * pm.inv_phase)
+            hit = (pm.efficiency(g), lag_star, min(1.0, pm.mu * g))
+            self._coeff_cache[key] = hit
+        return hit
+
+    def _finish(self, density: float, t: float, q: float, lag: float, prog: float,
+                goal: float, cap: float) -> float:
+        """Iterations at ``density`` from model state ``(t, q, lag, prog)`` until progress
+        reaches ``goal`` (``inf`` beyond ``cap``): the convergence model's recursion in chunks
+        of :data:`_CHUNK` iterations (gain and equilibrium lag of each chunk taken at its
+        middle, the lag relaxing geometrically within it), whole iterations counted."""
+        if prog >= goal:
+            return 0.0
         n = 0.0
         while n < cap:
-            mid = t + n + 0.5 * _CHUNK
-            g = 1.0 if comp == "none" else min(1.0, pm.gain(comp, density, mid) * self._gain_ratio)
-            eff = pm.efficiency(g)
-            lag_star = pm.lam * (1.0 / g - 1.0) / (1.0 + mid * pm.inv_phase)
-            rate = min(1.0, pm.mu * g)
-            decay = (1.0 - rate) ** _CHUNK
+            eff, lag_star, rate = self._coeffs(density, t + n + 0.5 * _CHUNK)
             q_end = q + _CHUNK * eff
-            lag_end = lag_star + (lag - lag_star) * decay
+            lag_end = lag_star + (lag - lag_star) * (1.0 - rate) ** _CHUNK
             if q_end - lag_end >= goal:
-                base = max(prog, q - lag)
-                need = goal - (q - lag) if q - lag < goal else 0.0
-                if base >= goal:
-                    return n
                 # Whole iterations: even a sliver of progress costs a full one.
-                part = steps_to_progress(need, eff, lag, lag_star, rate, float(_CHUNK))
-                return n + math.ceil(part - 1e-9)
+                k = 1
+                while k < _CHUNK and (
+                    q + k * eff - (lag_star + (lag - lag_star) * (1.0 - rate) ** k) < goal
+                ):
+                    k += 1
+                return n + k
             q, lag = q_end, lag_end
             prog = max(prog, q - lag)
+            if prog >= goal:
+                return n + _CHUNK
             n += _CHUNK
-        return cap
+        return math.inf
 
-    def _score(self, obs: Observation, density: float, delta: float) -> float:
-        n = self._steps(density, delta)
-        times = []
-        # The trend is extrapolated to the next re-plan only; beyond it the level holds. A
-        # fourth scenario has the link back at the window's median (a spike passing).
-        ahead = min(n / 2.0, float(self.window_steps))
+    def _steps(self, density: float, delta: float) -> float:
+        """Iterations at ``density`` until progress grows by ``delta`` from the current model
+        state (``50 delta + 1000`` if never)."""
+        st = self._state
+        cap = 50.0 * delta + 1000.0
+        n = self._finish(density, float(max(st.step, 0)), st.q, st.lag, st.progress,
+                         st.progress + delta, cap)
+        return min(n, cap)
+
+    def _scenario_iteration_s(self, obs: Observation, density: float, bw_scale: float = 1.0
+                              ) -> list[float]:
+        """Predicted seconds per iteration at ``density`` under each forecast scenario: the
+        spread's pessimistic, central and optimistic cases (the trend extrapolated to the next
+        re-plan, the level held beyond it) and the link back at the window's median (a spike
+        passing). ``bw_scale`` multiplies every bandwidth (a probe's what-if)."""
+        ahead = float(self.window_steps)
+        out = []
         for z in (-self.spread, 0.0, self.spread):
-            lat = self._lat.at(ahead, -z)
-            bw = self._bw.at(ahead, z)
-            times.append(n * self._iteration_s(obs, density, lat, bw))
+            out.append(self._iteration_s(obs, density, self._lat.at(ahead, -z),
+                                         self._bw.at(ahead, z) * bw_scale))
         if len(self._bw):
-            times.append(n * self._iteration_s(
-                obs, density, self._lat.median(), self._bw.median()
-            ))
-        mean = sum(times) / len(times)
-        return mean + self.risk * (max(times) - min(times)) / 2.0
+            out.append(self._iteration_s(obs, density, self._lat.median(),
+                                         self._bw.median() * bw_scale))
+        return out
+
+    def _robust(self, times: list[float]) -> float:
+        """Mean over the scenarios plus ``risk`` times their half-range."""
+        return sum(times) / len(times) + self.risk * (max(times) - min(times)) / 2.0
+
+    def _plan_scores(self, obs: Observation, delta: float, two_phase: bool,
+                     bw_scale: float = 1.0) -> dict[float, float]:
+        """Robust predicted seconds to make ``delta`` of progress for plans that start at each
+        density: hold it to the goal, or hold it a while and then finish at a higher density
+        (a switch up releases the lag the error-feedback residual holds back, so a cheap low
+        density followed by a short run at a higher one can reach the goal sooner than either
+        alone). The score of a density is that of its best plan."""
+        it_s = {d: self._scenario_iteration_s(obs, d, bw_scale) for d in self.grid}
+        self._coeff_cache.clear()  # the state's step and the gain ratio moved since last time
+        st = self._state
+        t0 = float(max(st.step, 0))
+        goal = st.progress + delta
+        cap = 50.0 * delta + 1000.0
+        single = {d: min(self._finish(d, t0, st.q, st.lag, st.progress, goal, cap), cap)
+                  for d in self.grid}
+        scores = {d: self._robust([single[d] * x for x in it_s[d]]) for d in self.grid}
+        if not two_phase:
+            return scores
+        for d1 in self.grid:
+            higher = [d for d in self.grid if d > d1]
+            if not higher:
+                continue
+            q, lag, prog = st.q, st.lag, st.progress
+            n1 = 0.0
+            # The first phase never runs longer than holding d1 to the goal would.
+            while n1 + _CHUNK < single[d1]:
+                eff, lag_star, rate = self._coeffs(d1, t0 + n1 + 0.5 * _CHUNK)
+                q += _CHUNK * eff
+                lag = lag_star + (lag - lag_star) * (1.0 - rate) ** _CHUNK
+                prog = max(prog, q - lag)
+                n1 += _CHUNK
+                if prog >= goal:
+                    break
+                head = [n1 * x for x in it_s[d1]]
+                if self._robust(head) >= scores[d1]:
+                    break
+                mean_head = sum(head) / len(head)
+                for d2 in higher:
+                    # The robust score is at least the mean, so a longer finish cannot win.
+                    bound = scores[d1] / (1.0 + self.two_phase_margin) - mean_head
+                    room = bound / max(min(it_s[d2]), 1e-12)
+                    n2 = self._finish(d2, t0 + n1, q, lag, prog, goal, min(single[d2], room))
+                    if not math.isfinite(n2):
+                        continue
+                    score = (1.0 + self.two_phase_margin) * self._robust(
+                        [h + n2 * x for h, x in zip(head, it_s[d2], strict=True)])
+                    if score < scores[d1]:
+                        scores[d1] = score
+        return scores
+
+    def _delta(self) -> tuple[float, bool]:
+        """Progress to plan for, and whether it is the way to a real target."""
+        to_target = 0.0 < self.target_progress and self._state.progress < self.target_progress
+        delta = self.target_progress - self._state.progress if to_target else (
+            self.horizon_progress)
+        return delta, to_target
 
     def _plan(self, obs: Observation) -> float:
-        if self.target_progress > 0.0 and self._state.progress < self.target_progress:
-            delta = self.target_progress - self._state.progress
-        else:
-            delta = self.horizon_progress
-        scores = {d: self._score(obs, d, delta) for d in self.grid}
+        # Two-phase plans only towards a real target: a rolling horizon would always plan the
+        # finishing switch for later.
+        delta, to_target = self._delta()
+        scores = self._plan_scores(obs, delta, to_target and self.two_phase)
         best = min(self.grid, key=lambda d: (scores[d], -d))
-        current = min(self.grid, key=lambda d: abs(math.log(d / self.density)))
+        current = min(self.grid, key=lambda d: abs(math.log(d / self._held)))
         chosen = best if scores[best] < scores[current] * (1.0 - self.switch_margin) else (
-            self.density
+            self._held
         )
         return chosen
+
+    def _probe(self, obs: Observation, chosen: float) -> float | None:
+        """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
+        module docstring): the best single-density plan on a ``probe_factor`` times faster
+        link, when it is denser than ``chosen``."""
+        if (
+            self.probe_every == 0
+            or obs.step - self._last_probe < self.probe_every
+            or len(self._recent) < self.probe_every
+            or max(self._recent) > 3.0 * min(self._recent)
+            or chosen >= self.grid[0]
+        ):
+            return None
+        scores = self._plan_scores(obs, self._delta()[0], False, self.probe_factor)
+        best = min(self.grid, key=lambda d: (scores[d], -d))
+        return best if best > chosen else None
 
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
@@ -420,18 +564,30 @@ class MpcPolicy(DensityPolicy):
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         self._track(obs)
+        if obs.decision is not None:
+            self._recent.append(obs.decision.density)
+        if self._probing:
+            self._probing = False
+            return self._held
         if len(self._bw) == 0 or iteration_time_s(obs) is None:
-            return self.density
+            return self._held
         self._since_plan += 1
-        link = (math.log(obs.latency_s or 1e-9), math.log(obs.bandwidth_Bps or 1.0))
+        link = (math.log(max(obs.latency_s or 0.0, _LATENCY_FLOOR_S)),
+                math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
         moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
         if (
             self._planned
             and self._since_plan < self.window_steps
             and moved < math.log1p(self.replan_change)
         ):
-            return self.density
+            return self._held
         self._since_plan = 0
         self._planned = True
         self._planned_on = link
-        return self._plan(obs)
+        self._held = self._plan(obs)
+        probe = self._probe(obs, self._held)
+        if probe is not None:
+            self._probing = True
+            self._last_probe = obs.step
+            return probe
+        return self._held

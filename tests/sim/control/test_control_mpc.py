@@ -7,7 +7,7 @@ import math
 import pytest
 from _control_helpers import BAD_BANDWIDTH, densities, run_closed_loop, step_link
 
-from sim.control import make_policy
+from sim.control import Decision, Observation, make_policy
 from sim.control.policies.mpc import LinkForecast, steps_to_progress
 from sim.control.progress import ProgressState, default_progress_model
 
@@ -18,7 +18,14 @@ def test_forecast_recovers_level_trend_and_spread() -> None:
         f.update(math.exp(0.1 * k))
     level, slope, std = f.fit()
     assert level == pytest.approx(0.9) and slope == pytest.approx(0.1) and std < 1e-12
-    assert f.at(2, 0.0) == pytest.approx(math.exp(1.1))
+    # The trend is not extrapolated beyond the range the window saw.
+    assert f.at(2, 0.0) == pytest.approx(math.exp(0.9))
+    # A V-shaped window: the fitted level sits inside the range and the trend applies.
+    v = LinkForecast(history=5)
+    for x in (4.0, 1.0, 0.0, 1.0, 2.0):
+        v.update(math.exp(x))
+    lv, sv, _ = v.fit()
+    assert v.at(1, 0.0) == pytest.approx(math.exp(lv + sv))
     assert LinkForecast(3).at(5, 1.0, default=7.0) == 7.0
 
 
@@ -108,3 +115,105 @@ def test_mpc_predicts_whole_iterations() -> None:
         n = p._steps(dens, 0.3)
         assert n == int(n) and n >= 1
     assert p._steps(1.0, 10.0) == 10
+
+
+def test_forecast_floors_zero_and_keeps_the_trend_within_the_window() -> None:
+    f = LinkForecast(history=10, floor=1e-6)
+    for _ in range(5):
+        f.update(0.0)  # a latency that touches zero
+    assert f.at(3, 0.0) == pytest.approx(1e-6)
+    for k in range(5):
+        f.update(1e-4 * (k + 1))
+    # The log-space trend from 1e-6 up to 5e-4 would extrapolate far above anything seen.
+    assert f.at(10, 0.0) <= 5e-4 * (1 + 1e-9)
+    assert f.at(10, 0.0) >= 1e-6
+
+
+def test_two_phase_plans_never_score_worse_than_holding() -> None:
+    from sim.control import Observation
+
+    p = make_policy("mpc", target_progress=150.0, two_phase_margin=0.0)
+    obs = Observation(step=1, world_size=64, grad_bytes=100_000_000, latency_s=5e-3,
+                      bandwidth_Bps=1.25e9, compute_s=0.1, comm_s=0.1, compress_s=0.0,
+                      extra={"iteration_s": 0.2})
+    p.decide(obs)
+    single = p._plan_scores(obs, 150.0, False)
+    both = p._plan_scores(obs, 150.0, True)
+    assert all(both[d] <= single[d] * (1 + 1e-12) for d in p.grid)
+    # On this latency-bound link a cheap density followed by a finish at a higher one wins.
+    assert min(both.values()) < min(single.values())
+
+
+def test_two_phase_mpc_reaches_the_target_no_later_than_holding() -> None:
+    from sim.runner import SimConfig, run_simulation
+
+    def tta(**params: object) -> float:
+        cfg = SimConfig(workload="resnet50", workers=64, trace="delay-highvar", policy="mpc",
+                        policy_params=(("target_progress", 120.0), *params.items()),
+                        iterations=300, monitor="on")
+        rec, _ = run_simulation(cfg)
+        hit = rec.index[rec["progress"] >= 120.0][0]
+        return float(rec["start_s"].iloc[hit] + rec["iter_s"].iloc[hit])
+
+    assert tta() <= tta(two_phase=False)
+
+
+def test_mpc_rejects_a_negative_two_phase_margin() -> None:
+    with pytest.raises(ValueError, match="two_phase_margin"):
+        make_policy("mpc", two_phase_margin=-0.1)
+
+def _small_run_obs(step: int, d: Decision, comm_s: float, bw: float) -> Observation:
+    return Observation(step=step, world_size=2, grad_bytes=38_440, comm_s=comm_s,
+                       compress_s=1e-4, compute_s=1.5e-3, latency_s=1e-3, bandwidth_Bps=bw,
+                       decision=d, gain=0.05,
+                       extra={"iteration_s": 1.6e-3 + comm_s})
+
+
+def test_mpc_noise_on_the_collective_in_use_does_not_make_an_untried_one_cheap() -> None:
+    # A 2-rank run of a small model: allgather (one latency) is the right sparse collective,
+    # AR-Topk (three) is not. Timing noise makes every allgather measure 4x its prediction:
+    # untried collectives carry half of that correction, so the choice stays allgather.
+    from sim.control.selector import collective_time_s
+
+    lat, bw = 1e-3, 1.25e6
+    p = make_policy("mpc", switch_margin=0.999, window_steps=1)
+    obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+    colls = []
+    for k in range(20):
+        d = p.decide(obs)
+        colls.append(d.collective)
+        pred = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+        obs = _small_run_obs(k + 1, d, 4.0 * pred, bw)
+    assert set(colls) == {"allgather"}
+
+
+def test_mpc_probes_a_denser_density_once_per_period_while_shapes_are_alike() -> None:
+    # The monitor's bandwidth is 10x low (an unresolved split): the plan holds the smallest
+    # density; with probing, one step in each period runs a denser one, then the plan resumes.
+    from sim.control.selector import collective_time_s
+
+    lat, bw = 1e-3, 1.25e6
+
+    def run(probe_every: int) -> list[float]:
+        p = make_policy("mpc", probe_every=probe_every, target_progress=120.0)
+        obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+        out = []
+        for k in range(80):
+            d = p.decide(obs)
+            out.append(d.density)
+            comm = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+            obs = _small_run_obs(k + 1, d, comm, bw / 10.0)
+        return out
+
+    plain, probed = run(0), run(20)
+    assert set(plain) == {0.001}
+    probes = [k for k, x in enumerate(probed) if x > 0.001]
+    assert probes and all(probed[k + 1] == 0.001 for k in probes if k + 1 < len(probed))
+    assert all(b - a >= 20 for a, b in zip(probes, probes[1:], strict=False))
+
+
+def test_mpc_rejects_bad_probe_parameters() -> None:
+    with pytest.raises(ValueError):
+        make_policy("mpc", probe_every=-1)
+    with pytest.raises(ValueError):
+        make_policy("mpc", probe_factor=1.0)
