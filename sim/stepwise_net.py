@@ -7,11 +7,17 @@ then costs
 
 - ``d``: the largest path latency of its messages (latencies add along a path) plus the
   transport's per-hop latency;
-- ``X``: the time the most loaded link needs for its bytes (flows sharing a link share its
-  bandwidth; the step ends when its most loaded link has drained), at the transport's
-  bandwidth efficiency (an allgather's own, if the transport has one), and no faster than a
-  TCP window allows per connection; and at least
-  the transport's ``hop_floor_s`` (per-hop software time that overlaps the transfer).
+- ``X``: the time until every message of the step has arrived, its flows sharing the links
+  max-min fairly (progressive filling, re-shared as flows finish: :mod:`sim.maxmin`), at the
+  transport's bandwidth efficiency (an allgather's own, if the transport has one), each flow
+  no faster than a TCP window allows per connection; and at least the transport's
+  ``hop_floor_s`` (per-hop software time that overlaps the transfer). When a step's messages
+  are all the same size (every built-in schedule) this is exactly the time the most loaded
+  link needs for its bytes, or one message's window bound if that is longer (the first link to
+  saturate has the smallest fair share; its flows finish last, all together), and that one-line
+  form is what runs; a phase with unequal messages is compiled into flows
+  (:mod:`sim.stepwise_fair`) and priced by :func:`sim.maxmin.fair_makespan_s`, which can be slower
+  than the busiest link alone (a link idles while its flows are held back elsewhere).
   An allgather step's efficiency may depend on its transfer time at the link's rate
   (:meth:`Transport.allgather_efficiency_at`).
 
@@ -53,11 +59,13 @@ import numpy as np
 
 from sim.collectives import Schedule
 
+from .stepwise_fair import FairFlows, fair_flows, fair_transfer_s
 from .topology import Topology
 from .transports import Transport
 
 __all__ = [
     "CompiledPhase",
+    "FairFlows",
     "CompiledSchedule",
     "LinkStates",
     "StepwiseNetwork",
@@ -80,6 +88,8 @@ class CompiledPhase:
     # Per-tensor calls: the share of the bytes of each (empty: one call).
     calls: tuple[float, ...] = ()
     gather: bool = False  # an allgather phase (its own efficiency model)
+    # Messages of unequal sizes: the flows for the exact max-min fair share (None: all equal).
+    fair: FairFlows | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,8 +255,11 @@ class StepwiseNetwork:
                 continue
             t = bool(mask[used].any())
             traced = traced or t
+            fair = None
+            if np.any(ph.nbytes != ph.nbytes[0]):
+                fair = fair_flows(topo, paths, ph.src, ph.dst)
             phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t, ph.name,
-                                        eff, calls, gather))
+                                        eff, calls, gather, fair))
             biggest = max(biggest, float(ph.nbytes.max()))
         cb = self.transport.chunk_bytes
         chunks = max(1, math.ceil(biggest / cb)) if cb > 0 else 1
@@ -301,6 +314,9 @@ class StepwiseNetwork:
         if ph.gather and tp.allgather_efficiency_per_doubling != 0.0:
             eff = tp.allgather_efficiency_at(float((ph.load_bytes * share / bw[ph.links]).max()))
         eff = eff if eff > 0 else tp.bandwidth_efficiency
+        if ph.fair is not None:
+            x = fair_transfer_s(ph.fair, ph.msg_bytes * share, lat_path, bw * eff, tp.window_bytes)
+            return max(x, tp.hop_floor_s)
         x = float((ph.load_bytes * share / (bw[ph.links] * eff)).max())
         if tp.window_bytes > 0:
             rtt = 2.0 * lat_path
