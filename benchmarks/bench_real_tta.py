@@ -1,17 +1,26 @@
-"""Real 2-rank time to target: ``mpc`` against fixed densities over a stepped bandwidth trace.
+"""Real 2-rank time to target: adaptive policies against fixed densities over a stepped trace.
 
-Usage: ``python benchmarks/bench_real_tta.py [--seeds 1,2,3] [--densities 1,0.1,0.01]
-[--steps 260] [--json]``
+Usage: ``python benchmarks/bench_real_tta.py [--seeds 1,2,3] [--repeats 1]
+[--densities 0.1,0.03,0.01,0.005,0.003,0.002,0.001] [--policies mpc] [--trace SPEC]
+[--emulation hook|netns] [--steps 400] [--keep DIR] [--json]`` (``netns`` needs root).
 
-Each run is ``compctl real --workload digits-mlp --nproc 2`` (CPU, gloo, hook emulation of the
-trace) under a looping two-step bandwidth trace (4 s at 10 Mbit/s, 4 s at 0.5 Mbit/s, 1 ms
-latency; trace seconds). The target is a training loss of ``TARGET_LOSS`` (1.5): a run's time
-to target is the end of the first iteration at which the mean training loss of the last
-``SMOOTH`` (10) iterations reaches it, on the run's own clock (``start_s + iter_s``). ``mpc`` is
-told the convergence model's progress for that loss (``target_progress``), as in the simulator
-table. Runs go seed by seed, every policy of a seed in turn, so load drift on a shared machine
-hits all of them. Reported per policy: each seed's time to target and the mean; the best fixed
-density is the one with the least mean.
+Each run is ``compctl real --workload digits-mlp --nproc 2`` (CPU, gloo) under ``--trace``. The
+default trace (:data:`TRACE`) loops 0.25 s at 10 Mbit/s and 0.25 s at 0.5 Mbit/s (1 ms latency,
+run seconds): a compressed run reaches the target in about 0.5-1.5 s, so it crosses several
+steps. (The first version of this benchmark used 4 s steps, :data:`TRACE_4S`: every compressed
+run ended inside the first 10 Mbit/s phase, so only the dense run saw a step.) With ``--emulation
+hook`` the hook tops each collective up to the trace's alpha-beta time; with ``netns`` the ranks
+talk real TCP through tbf-shaped veth pairs following the trace (the hook adds only the latency).
+
+The target is a training loss of ``TARGET_LOSS`` (1.5): a run's time to target is the end of the
+first iteration at which the mean training loss of the last ``SMOOTH`` (10) iterations reaches
+it, on the run's own clock (``start_s + iter_s``). ``mpc`` is told the convergence model's
+progress for that loss (``target_progress``), as in the simulator table. A policy is a name with
+optional ``:key=value`` parameters (``mpc:probe_every=0``). Runs go round by round, seed by
+seed, every policy of a seed in turn, so load drift on a shared machine hits all of them; with
+``--repeats R`` every (policy, seed) runs R times and its time is the mean of its repeats.
+Reported per policy: each seed's time to target and the mean over seeds; the best fixed density
+is the one with the least mean (chosen in hindsight on these very runs).
 """
 
 from __future__ import annotations
@@ -26,10 +35,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-TRACE = "steps:dur_s=4/4,lat_ms=1/1,bw_gbps=0.01/0.0005,loop=true"
+TRACE = "steps:dur_s=0.25/0.25,lat_ms=1/1,bw_gbps=0.01/0.0005,loop=true"
+TRACE_4S = "steps:dur_s=4/4,lat_ms=1/1,bw_gbps=0.01/0.0005,loop=true"
 WORKLOAD = "digits-mlp"
 TARGET_LOSS = 1.5
 SMOOTH = 10
+DENSITIES = "0.1,0.03,0.01,0.005,0.003,0.002,0.001"
 
 
 def time_to_target_s(records: Any, target_loss: float = TARGET_LOSS) -> float:
@@ -42,23 +53,40 @@ def time_to_target_s(records: Any, target_loss: float = TARGET_LOSS) -> float:
     return math.inf
 
 
-def _run(policy: str, params: list[str], seed: int, steps: int, out: Path) -> float:
+def _run(policy: str, params: list[str], seed: int, args: argparse.Namespace, out: Path) -> float:
     import pandas as pd
 
     cmd = [sys.executable, "-m", "sim.entry", "real", "--workload", WORKLOAD, "--nproc", "2",
-           "--policy", policy, "--trace", TRACE, "--steps", str(steps), "--seed", str(seed),
-           "--emulation", "hook", "--out", str(out), "--quiet"]
+           "--policy", policy, "--trace", args.trace, "--steps", str(args.steps),
+           "--seed", str(seed), "--emulation", args.emulation, "--out", str(out), "--quiet",
+           "--force"]
     for p in params:
         cmd += ["--param", p]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return time_to_target_s(pd.read_parquet(out / "records.parquet"))
 
 
+def _policies(spec: str, target: float) -> dict[str, tuple[str, list[str]]]:
+    """``name[:k=v[:k=v]]`` entries; ``mpc`` gets ``target_progress`` unless given."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for entry in (e for e in spec.split(",") if e):
+        name, *params = entry.split(":")
+        if name == "mpc" and not any(p.startswith("target_progress=") for p in params):
+            params.append(f"target_progress={target:.3f}")
+        out[entry] = (name, params)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--densities", default="1,0.1,0.01")
-    parser.add_argument("--steps", type=int, default=260)
+    parser.add_argument("--repeats", type=int, default=1, help="runs per (policy, seed)")
+    parser.add_argument("--densities", default=DENSITIES)
+    parser.add_argument("--policies", default="mpc", help="adaptive policies, comma-separated")
+    parser.add_argument("--trace", default=TRACE)
+    parser.add_argument("--emulation", default="hook", choices=("hook", "netns"))
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--keep", type=Path, help="keep every run's output under this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     from sim.convergence import ConvergenceModel
@@ -66,31 +94,41 @@ def main(argv: list[str] | None = None) -> int:
     target = ConvergenceModel.bundled(WORKLOAD).dense_iterations_to(TARGET_LOSS, "loss")
     assert target is not None
     runs: dict[str, tuple[str, list[str]]] = {}
-    for d in (float(x) for x in args.densities.split(",")):
+    for d in (float(x) for x in args.densities.split(",") if x):
         comp = "none" if d >= 1.0 else "topk"
         runs[f"fixed {d:g}"] = ("fixed", [f"density={d}", f"compressor={comp}",
                                            "collective=auto"])
-    runs["mpc"] = ("mpc", [f"target_progress={target:.3f}"])
-    times: dict[str, list[float]] = {k: [] for k in runs}
+    runs.update(_policies(args.policies, target))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    each: dict[str, dict[int, list[float]]] = {k: {s: [] for s in seeds} for k in runs}
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in (int(s) for s in args.seeds.split(",")):
-            for name, (policy, params) in runs.items():
-                out = Path(tmp) / f"{name.replace(' ', '_')}_{seed}"
-                times[name].append(_run(policy, params, seed, args.steps, out))
-                print(f"seed {seed} {name}: {times[name][-1]:.3f} s", file=sys.stderr)
+        root = args.keep if args.keep is not None else Path(tmp)
+        for rep in range(args.repeats):
+            for seed in seeds:
+                for name, (policy, params) in runs.items():
+                    tag = name.replace(" ", "_").replace(":", "_").replace("=", "")
+                    out = root / f"{tag}_s{seed}_r{rep}"
+                    t = _run(policy, params, seed, args, out)
+                    each[name][seed].append(t)
+                    print(f"round {rep} seed {seed} {name}: {t:.3f} s", file=sys.stderr)
+    times = {k: [statistics.fmean(v[s]) for s in seeds] for k, v in each.items()}
     means = {k: statistics.fmean(v) for k, v in times.items()}
     fixed = {k: v for k, v in means.items() if k.startswith("fixed")}
     best = min(fixed, key=lambda k: fixed[k])
-    result = {"trace": TRACE, "workload": WORKLOAD, "target_loss": TARGET_LOSS,
-              "target_progress": target, "times_s": times, "mean_s": means,
-              "best_fixed": best, "mpc_over_best_fixed": means["mpc"] / means[best]}
+    adaptive = [k for k in runs if not k.startswith("fixed")]
+    result = {"trace": args.trace, "emulation": args.emulation, "workload": WORKLOAD,
+              "target_loss": TARGET_LOSS, "target_progress": target, "seeds": seeds,
+              "repeats": args.repeats, "runs_s": each, "times_s": times, "mean_s": means,
+              "best_fixed": best,
+              "over_best_fixed": {k: means[k] / means[best] for k in adaptive}}
     if args.json:
         sys.stdout.write(json.dumps(result, indent=1) + "\n")
     else:
         for k, v in times.items():
-            sys.stdout.write(f"{k:>12}: " + " ".join(f"{x:8.3f}" for x in v)
+            sys.stdout.write(f"{k:>24}: " + " ".join(f"{x:8.3f}" for x in v)
                              + f"  mean {means[k]:.3f} s\n")
-        sys.stdout.write(f"mpc / best fixed ({best}): {result['mpc_over_best_fixed']:.3f}\n")
+        for k in adaptive:
+            sys.stdout.write(f"{k} / best fixed ({best}): {means[k] / means[best]:.3f}\n")
     return 0
 
 

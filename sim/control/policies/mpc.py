@@ -30,6 +30,18 @@ least corrected time (a real collective may run slower than its model).
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
 since the last plan.
 
+A collective never run yet gets half the mean log correction of those that were (a correction
+absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
+latency/bandwidth split -- and what is specific to the one measured), so noisy measurements of
+the collective in use do not make an untried one look cheap by the whole factor.
+
+Probing (``probe_every`` > 0): the monitor cannot split latency from bandwidth while every
+collective has the same shape (one density held, one bucket), and small payloads carry a byte
+term too small to see; predictions for other densities are then guesses. When the last
+``probe_every`` observations ran densities within a factor 3 of each other and a plan under a
+``probe_factor`` times faster link would pick a denser density, the step after the plan runs
+that denser density once (bounded exploration); the plan itself is unchanged.
+
 ``delta`` is what is left to ``target_progress`` when one is set, else ``horizon_progress`` (a
 rolling target). The gain of a density other than the one in force is the model's gain scaled by
 the ratio of the measured gain (``Observation.gain``) to the model's gain at the density in force,
@@ -175,6 +187,8 @@ class MpcPolicy(DensityPolicy):
         two_phase_margin: float = 0.03,
         replan_change: float = 0.25,
         initial_density: float = 0.001,
+        probe_every: int = 0,
+        probe_factor: float = 10.0,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
@@ -201,6 +215,11 @@ class MpcPolicy(DensityPolicy):
         if not replan_change > 0.0:
             raise ValueError(f"replan_change must be > 0, got {replan_change!r}")
         self.replan_change = float(replan_change)
+        if probe_every < 0 or not probe_factor > 1.0:
+            raise ValueError(f"need probe_every >= 0 and probe_factor > 1, got {probe_every!r}, "
+                             f"{probe_factor!r}")
+        self.probe_every = int(probe_every)
+        self.probe_factor = float(probe_factor)
         self.compressor = compressor
         self._auto_collective = collective == AUTO
         self._terms: dict[tuple[str, int, float, float, str], Any] = {}
@@ -229,6 +248,11 @@ class MpcPolicy(DensityPolicy):
         self._hidden_s: dict[bool, float | None] = {True: None, False: None}
         self._gain_ratio = 1.0
         self._coeff_cache: dict[tuple[float, float], tuple[float, float, float]] = {}
+        #: The planned density (a probe step runs another one without changing the plan).
+        self._held = self.density
+        self._probing = False
+        self._last_probe = -(10**9)
+        self._recent: deque[float] = deque(maxlen=max(1, self.probe_every))
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -337,12 +361,21 @@ class MpcPolicy(DensityPolicy):
             best, best_s = "", math.inf
             for coll in self._candidates[comp]:
                 t = self._comm_terms(coll, obs, m, density, comp).time_s(lat, bw)
-                t *= math.exp(self._corr.get(coll, 0.0))
+                t *= math.exp(self._correction(coll))
                 if t < best_s:
                     best, best_s = coll, t
             choice[m] = best
             total += count * best_s
         return choice, total
+
+    def _correction(self, coll: str) -> float:
+        """Log correction of ``coll``: its own once it ran, else half the mean of those that
+        ran (what was measured is part shared by every collective, part specific to the one
+        measured; nothing tells the two apart, so half the evidence carries over)."""
+        own = self._corr.get(coll)
+        if own is not None:
+            return own
+        return 0.5 * sum(self._corr.values()) / len(self._corr) if self._corr else 0.0
 
     def _iteration_s(self, obs: Observation, density: float, lat: float, bw: float) -> float:
         comm = self._comm_s(obs, density, lat, bw)[1]
@@ -407,32 +440,34 @@ class MpcPolicy(DensityPolicy):
                          st.progress + delta, cap)
         return min(n, cap)
 
-    def _scenario_iteration_s(self, obs: Observation, density: float) -> list[float]:
+    def _scenario_iteration_s(self, obs: Observation, density: float, bw_scale: float = 1.0
+                              ) -> list[float]:
         """Predicted seconds per iteration at ``density`` under each forecast scenario: the
         spread's pessimistic, central and optimistic cases (the trend extrapolated to the next
         re-plan, the level held beyond it) and the link back at the window's median (a spike
-        passing)."""
+        passing). ``bw_scale`` multiplies every bandwidth (a probe's what-if)."""
         ahead = float(self.window_steps)
         out = []
         for z in (-self.spread, 0.0, self.spread):
             out.append(self._iteration_s(obs, density, self._lat.at(ahead, -z),
-                                         self._bw.at(ahead, z)))
+                                         self._bw.at(ahead, z) * bw_scale))
         if len(self._bw):
-            out.append(self._iteration_s(obs, density, self._lat.median(), self._bw.median()))
+            out.append(self._iteration_s(obs, density, self._lat.median(),
+                                         self._bw.median() * bw_scale))
         return out
 
     def _robust(self, times: list[float]) -> float:
         """Mean over the scenarios plus ``risk`` times their half-range."""
         return sum(times) / len(times) + self.risk * (max(times) - min(times)) / 2.0
 
-    def _plan_scores(self, obs: Observation, delta: float, two_phase: bool
-                     ) -> dict[float, float]:
+    def _plan_scores(self, obs: Observation, delta: float, two_phase: bool,
+                     bw_scale: float = 1.0) -> dict[float, float]:
         """Robust predicted seconds to make ``delta`` of progress for plans that start at each
         density: hold it to the goal, or hold it a while and then finish at a higher density
         (a switch up releases the lag the error-feedback residual holds back, so a cheap low
         density followed by a short run at a higher one can reach the goal sooner than either
         alone). The score of a density is that of its best plan."""
-        it_s = {d: self._scenario_iteration_s(obs, d) for d in self.grid}
+        it_s = {d: self._scenario_iteration_s(obs, d, bw_scale) for d in self.grid}
         self._coeff_cache.clear()  # the state's step and the gain ratio moved since last time
         st = self._state
         t0 = float(max(st.step, 0))
@@ -475,19 +510,40 @@ class MpcPolicy(DensityPolicy):
                         scores[d1] = score
         return scores
 
-    def _plan(self, obs: Observation) -> float:
-        # Two-phase plans only towards a real target: a rolling horizon would always plan the
-        # finishing switch for later.
+    def _delta(self) -> tuple[float, bool]:
+        """Progress to plan for, and whether it is the way to a real target."""
         to_target = 0.0 < self.target_progress and self._state.progress < self.target_progress
         delta = self.target_progress - self._state.progress if to_target else (
             self.horizon_progress)
+        return delta, to_target
+
+    def _plan(self, obs: Observation) -> float:
+        # Two-phase plans only towards a real target: a rolling horizon would always plan the
+        # finishing switch for later.
+        delta, to_target = self._delta()
         scores = self._plan_scores(obs, delta, to_target and self.two_phase)
         best = min(self.grid, key=lambda d: (scores[d], -d))
-        current = min(self.grid, key=lambda d: abs(math.log(d / self.density)))
+        current = min(self.grid, key=lambda d: abs(math.log(d / self._held)))
         chosen = best if scores[best] < scores[current] * (1.0 - self.switch_margin) else (
-            self.density
+            self._held
         )
         return chosen
+
+    def _probe(self, obs: Observation, chosen: float) -> float | None:
+        """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
+        module docstring): the best single-density plan on a ``probe_factor`` times faster
+        link, when it is denser than ``chosen``."""
+        if (
+            self.probe_every == 0
+            or obs.step - self._last_probe < self.probe_every
+            or len(self._recent) < self.probe_every
+            or max(self._recent) > 3.0 * min(self._recent)
+            or chosen >= self.grid[0]
+        ):
+            return None
+        scores = self._plan_scores(obs, self._delta()[0], False, self.probe_factor)
+        best = min(self.grid, key=lambda d: (scores[d], -d))
+        return best if best > chosen else None
 
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
@@ -508,8 +564,13 @@ class MpcPolicy(DensityPolicy):
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         self._track(obs)
+        if obs.decision is not None:
+            self._recent.append(obs.decision.density)
+        if self._probing:
+            self._probing = False
+            return self._held
         if len(self._bw) == 0 or iteration_time_s(obs) is None:
-            return self.density
+            return self._held
         self._since_plan += 1
         link = (math.log(max(obs.latency_s or 0.0, _LATENCY_FLOOR_S)),
                 math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
@@ -519,8 +580,14 @@ class MpcPolicy(DensityPolicy):
             and self._since_plan < self.window_steps
             and moved < math.log1p(self.replan_change)
         ):
-            return self.density
+            return self._held
         self._since_plan = 0
         self._planned = True
         self._planned_on = link
-        return self._plan(obs)
+        self._held = self._plan(obs)
+        probe = self._probe(obs, self._held)
+        if probe is not None:
+            self._probing = True
+            self._last_probe = obs.step
+            return probe
+        return self._held

@@ -7,7 +7,7 @@ import math
 import pytest
 from _control_helpers import BAD_BANDWIDTH, densities, run_closed_loop, step_link
 
-from sim.control import make_policy
+from sim.control import Decision, Observation, make_policy
 from sim.control.policies.mpc import LinkForecast, steps_to_progress
 from sim.control.progress import ProgressState, default_progress_model
 
@@ -161,3 +161,59 @@ def test_two_phase_mpc_reaches_the_target_no_later_than_holding() -> None:
 def test_mpc_rejects_a_negative_two_phase_margin() -> None:
     with pytest.raises(ValueError, match="two_phase_margin"):
         make_policy("mpc", two_phase_margin=-0.1)
+
+def _small_run_obs(step: int, d: Decision, comm_s: float, bw: float) -> Observation:
+    return Observation(step=step, world_size=2, grad_bytes=38_440, comm_s=comm_s,
+                       compress_s=1e-4, compute_s=1.5e-3, latency_s=1e-3, bandwidth_Bps=bw,
+                       decision=d, gain=0.05,
+                       extra={"iteration_s": 1.6e-3 + comm_s})
+
+
+def test_mpc_noise_on_the_collective_in_use_does_not_make_an_untried_one_cheap() -> None:
+    # A 2-rank run of a small model: allgather (one latency) is the right sparse collective,
+    # AR-Topk (three) is not. Timing noise makes every allgather measure 4x its prediction:
+    # untried collectives carry half of that correction, so the choice stays allgather.
+    from sim.control.selector import collective_time_s
+
+    lat, bw = 1e-3, 1.25e6
+    p = make_policy("mpc", switch_margin=0.999, window_steps=1)
+    obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+    colls = []
+    for k in range(20):
+        d = p.decide(obs)
+        colls.append(d.collective)
+        pred = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+        obs = _small_run_obs(k + 1, d, 4.0 * pred, bw)
+    assert set(colls) == {"allgather"}
+
+
+def test_mpc_probes_a_denser_density_once_per_period_while_shapes_are_alike() -> None:
+    # The monitor's bandwidth is 10x low (an unresolved split): the plan holds the smallest
+    # density; with probing, one step in each period runs a denser one, then the plan resumes.
+    from sim.control.selector import collective_time_s
+
+    lat, bw = 1e-3, 1.25e6
+
+    def run(probe_every: int) -> list[float]:
+        p = make_policy("mpc", probe_every=probe_every, target_progress=120.0)
+        obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+        out = []
+        for k in range(80):
+            d = p.decide(obs)
+            out.append(d.density)
+            comm = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+            obs = _small_run_obs(k + 1, d, comm, bw / 10.0)
+        return out
+
+    plain, probed = run(0), run(20)
+    assert set(plain) == {0.001}
+    probes = [k for k, x in enumerate(probed) if x > 0.001]
+    assert probes and all(probed[k + 1] == 0.001 for k in probes if k + 1 < len(probed))
+    assert all(b - a >= 20 for a, b in zip(probes, probes[1:], strict=False))
+
+
+def test_mpc_rejects_bad_probe_parameters() -> None:
+    with pytest.raises(ValueError):
+        make_policy("mpc", probe_every=-1)
+    with pytest.raises(ValueError):
+        make_policy("mpc", probe_factor=1.0)
