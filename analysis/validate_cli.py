@@ -97,7 +97,13 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
         replayed, _ = validate(args.real, calibration=cal, skip=args.skip, fidelity=fidelity,
                                transport=transport, transport_calibration=tcal,
                                align_trace=args.align_trace, replay_decisions=True)
+    from .validate_replay import constant_floor_mape
+
+    real_records, _ = read_run(args.real)
+    floor = constant_floor_mape(
+        real_records.loc[real_records["iteration"] >= args.skip, "iter_s"].to_numpy(float))
     out: dict[str, Any] = res.as_dict()
+    out["real_floor_mape_iter"] = floor
     out["comparison"] = {"real_side": kind, "description": words,
                          "transport_calibration": tcal_words, "fidelity": fidelity,
                          "transport": transport, "trace_aligned": bool(args.align_trace),
@@ -131,6 +137,9 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
             f"(median {res.mdape_comm:.2%}), "
             f"correlation {res.corr_comm:.3f}",
         ]
+        lines.append(f"noise floor: the best constant prediction of the real iterations has MAPE "
+                     f"{floor:.2%} (a static policy on a constant trace is simulated as one "
+                     "time per iteration: no calibration gets below this)")
         if replayed is not None:
             lines += [
                 "replayed decisions (the real run's decisions priced by the simulator: pricing "

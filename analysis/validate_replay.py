@@ -5,18 +5,25 @@ sees simulated observations and may take another path (other densities, other co
 its error mixes the pricing and network model's error with the controller's divergence. Replaying
 the real run's decisions (:mod:`sim.control.policies.replay`) prices the simulated iterations on
 exactly the real choices: what remains is the model's error alone.
+
+:func:`constant_floor_mape` is the other yardstick: on a constant trace a static policy's
+simulated iterations all take the same time, so no calibration can bring its MAPE below the
+best constant prediction's, which is the run's own iteration-to-iteration noise.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from sim.errors import InputError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["replay_schedule"]
+__all__ = ["replay_schedule", "constant_floor_mape"]
 
 
 def replay_schedule(real: pd.DataFrame, steps: int | None = None) -> str:
@@ -36,3 +43,18 @@ def replay_schedule(real: pd.DataFrame, steps: int | None = None) -> str:
     rows = rows.reindex(range(n)).ffill().bfill()
     return encode_schedule(zip(rows["compressor"].astype(str), rows["density"].astype(float),
                                rows["collective"].astype(str), strict=True))
+
+
+def constant_floor_mape(real_iter_s: np.ndarray) -> float:
+    """The least MAPE any constant prediction reaches on these per-iteration times: the noise
+    floor of a run on a constant trace under a static policy, where a deterministic simulator
+    predicts the same time every iteration. The best constant is the median weighted by
+    ``1 / time`` (the minimiser of the mean relative absolute error)."""
+    x = np.asarray(real_iter_s, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    if x.size == 0:
+        return math.nan
+    order = np.argsort(x)
+    weights = 1.0 / x[order]
+    best = x[order][int(np.searchsorted(np.cumsum(weights) / weights.sum(), 0.5))]
+    return float(np.mean(np.abs(best - x) / x))

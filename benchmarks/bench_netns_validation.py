@@ -26,7 +26,9 @@ For every rank count, three stages, each on runs of its own:
 
 Reported per validated run: MAPE (and median) of per-iteration time and communication time,
 closed loop (the policy decides in the simulator) and with the real run's decisions replayed
-(``--replay-decisions``: the pricing and network model's error alone),
+(``--replay-decisions``: the pricing and network model's error alone), the noise floor
+(the least MAPE any constant prediction reaches on the run: on a constant trace a static
+policy's simulated iterations are all alike),
 the real and simulated means, and the number of records with exposed_comm_s > iter_s (must
 be 0).
 """
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.validate import fit_calibration, validate
+from analysis.validate_replay import constant_floor_mape
 from realrun.allreduce_bench import measure_netns
 from realrun.calibrate import NETNS_MIN_TRANSFER_MS
 from realrun.config import RealConfig
@@ -162,6 +165,9 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
                          "aligned_mdape_iter": aligned.mdape_iter,
                          "aligned_mape_comm": aligned.mape_comm,
                          "replayed_mape_iter": rep.mape_iter,
+                         # the least MAPE a constant prediction reaches on this run
+                         "floor_mape_iter": constant_floor_mape(
+                             steady["iter_s"].to_numpy(float)),
                          "replayed_mdape_iter": rep.mdape_iter,
                          "replayed_aligned_mape_iter": rep_al.mape_iter,
                          "replayed_aligned_mdape_iter": rep_al.mdape_iter,
@@ -228,7 +234,8 @@ def main() -> int:
                   f"{r['sim_mean_iter_s'] * 1e3:7.2f} ms  density {r['mean_density_real']:.3f}/"
                   f"{r['mean_density_sim']:.3f}  aligned {r['aligned_mape_iter']:6.1%} (median "
                   f"{r['aligned_mdape_iter']:5.1%})  replayed {r['replayed_mape_iter']:6.1%}, "
-                  f"aligned {r['replayed_aligned_mape_iter']:6.1%}  uncalibrated "
+                  f"aligned {r['replayed_aligned_mape_iter']:6.1%}  floor "
+                  f"{r['floor_mape_iter']:5.1%}  uncalibrated "
                   f"{r['uncalibrated_mape_iter']:6.1%}  "
                   f"exposed>iter {r['exposed_gt_iter']}")
     return 0

@@ -45,43 +45,50 @@ __all__ = ["EventIterationModel", "Link", "LinkFabric"]
 Span = Callable[..., None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Link:
-    """One link of the topology as the event model sees it."""
+    """One link of the topology as the event model sees it (a snapshot of the fabric's state)."""
 
     id: int
     link_class: str
     #: Bytes it carried in the run's iterations (:meth:`LinkFabric.charge`).
-    bytes_carried: float = 0.0
+    bytes_carried: float
     #: Seconds a collective using it was in flight.
-    busy_s: float = 0.0
+    busy_s: float
 
 
 class LinkFabric:
     """The links of a topology and the transfers of collectives over them.
 
-    A transfer (:meth:`transfer`) is a SimPy process: it prices the compiled schedule from its
-    start time with the network's step recurrence (per-link traces, shared links, chunk
-    pipelining), times out for that long and charges its bytes and busy time to each link it
-    used. Links are materialised lazily (a 1,024-rank flat cluster has 2,048)."""
+    A transfer (:meth:`transfer`) is a SimPy process holding the fabric for a duration that
+    :meth:`price` computes with the network's step recurrence (per-link traces, shared links,
+    chunk pipelining); :meth:`charge` adds its bytes and busy time to each link it used (kept as
+    arrays over the links, so that charging a 2,048-link ring costs two numpy operations)."""
 
     def __init__(self, network: StepwiseNetwork) -> None:
         self.network = network
-        self._links: dict[int, Link] = {}
+        n = network.topo.n_links
+        self.bytes_carried = np.zeros(n)
+        self.busy_s = np.zeros(n)
+        self._used: dict[int, tuple[CompiledSchedule, np.ndarray]] = {}
 
     def link(self, lid: int) -> Link:
-        """The :class:`Link` with id ``lid``."""
-        got = self._links.get(lid)
-        if got is None:
-            got = Link(lid, self.network.topo.link_class[lid])
-            self._links[lid] = got
-        return got
+        """The :class:`Link` with id ``lid``, as charged so far."""
+        cls = self.network.topo.link_class[lid]
+        return Link(lid, cls, float(self.bytes_carried[lid]), float(self.busy_s[lid]))
 
-    def links_used(self, cs: CompiledSchedule) -> list[int]:
+    def links_used(self, cs: CompiledSchedule) -> np.ndarray:
         """Ids of the links ``cs`` crosses, ascending."""
-        if not cs.phases:
-            return []
-        return np.unique(np.concatenate([ph.links for ph in cs.phases])).tolist()
+        got = self._used.get(id(cs))
+        if got is None or got[0] is not cs:
+            ids = (
+                np.unique(np.concatenate([ph.links for ph in cs.phases]))
+                if cs.phases
+                else np.zeros(0, dtype=np.int64)
+            )
+            got = (cs, ids)
+            self._used[id(cs)] = got
+        return got[1]
 
     def price(
         self, cs: CompiledSchedule, abs_start_s: float, record: list[Any] | None = None
@@ -99,18 +106,16 @@ class LinkFabric:
     def charge(self, cs: CompiledSchedule, duration_s: float) -> None:
         """Charge each link ``cs`` used its bytes and ``duration_s`` of busy time."""
         for ph in cs.phases:
-            for lid, b in zip(ph.links.tolist(), ph.load_bytes.tolist(), strict=True):
-                self.link(lid).bytes_carried += b * ph.repeats
-        for lid in self.links_used(cs):
-            self.link(lid).busy_s += duration_s
+            self.bytes_carried[ph.links] += ph.load_bytes * ph.repeats
+        self.busy_s[self.links_used(cs)] += duration_s
 
     def links(self) -> list[Link]:
-        """The links charged so far, by id."""
-        return [self._links[k] for k in sorted(self._links)]
+        """The links that carried anything so far, by id."""
+        return [self.link(int(lid)) for lid in np.flatnonzero(self.busy_s > 0)]
 
 
 class _Iteration:
-    """One iteration's processes; :attr:`result` once :meth:`run` returns."""
+    """One iteration's processes (workers and collectives); :meth:`run` returns its result."""
 
     def __init__(
         self,
@@ -302,8 +307,10 @@ class EventIterationModel(StepwiseIterationModel):
         collective using it was in flight / simulated time)."""
         out = super().summary(simulated_s)
         busy: dict[str, float] = {}
-        for ln in self.fabric.links():
-            busy[ln.link_class] = max(busy.get(ln.link_class, 0.0), ln.busy_s)
+        classes = self.topology.link_class
+        for lid in np.flatnonzero(self.fabric.busy_s > 0).tolist():
+            cls = classes[lid]
+            busy[cls] = max(busy.get(cls, 0.0), float(self.fabric.busy_s[lid]))
         out["busy_frac"] = {
             k: (v / simulated_s if simulated_s > 0 else 0.0) for k, v in busy.items()
         }

@@ -31,17 +31,21 @@ parameter, ``allgather_efficiency``, is then fitted for them.
 
 from __future__ import annotations
 
-import csv
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from sim.errors import InputError
 
 from .transport_doc import calibration_document, dump_document
+from .transport_measurements import (
+    Measurement,
+    read_csv,
+    read_nccl_tests,
+    transfer_s,
+    write_csv,
+)
 from .transports import Transport
 
 __all__ = [
@@ -56,133 +60,6 @@ __all__ = [
     "calibration_document",
     "dump_document",
 ]
-
-
-#: What a measurement timed: an allreduce of ``bytes`` per rank, or an allgather of ``bytes``
-#: from every rank.
-OPS = ("allreduce", "allgather")
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One measured allreduce: ``size_bytes`` per rank over ``ranks`` ranks took ``time_s``."""
-
-    ranks: int
-    size_bytes: float
-    time_s: float
-    bandwidth_Bps: float | None = None
-    op: str = "allreduce"
-
-    def check(self, where: str) -> None:
-        """Raise :class:`InputError` (naming ``where``) unless the point is usable."""
-        if self.ranks < 2:
-            raise InputError(f"{where}: ranks must be >= 2, got {self.ranks}")
-        if not math.isfinite(self.size_bytes) or self.size_bytes <= 0:
-            raise InputError(f"{where}: bytes must be > 0, got {self.size_bytes}")
-        if not math.isfinite(self.time_s) or self.time_s <= 0:
-            raise InputError(f"{where}: seconds must be > 0, got {self.time_s}")
-        if self.op not in OPS:
-            raise InputError(f"{where}: op must be one of {', '.join(OPS)}, got {self.op!r}")
-        bw = self.bandwidth_Bps
-        if bw is not None and not (math.isfinite(bw) and bw > 0):
-            raise InputError(f"{where}: bandwidth_Bps must be > 0, got {bw}")
-
-
-def _text(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise InputError(f"measurements {path}: {reason}") from None
-
-
-def read_csv(path: str) -> list[Measurement]:
-    """Points of a CSV with the header ``ranks,bytes,seconds`` and optionally ``bandwidth_Bps``
-    (any column order; an empty bandwidth cell means none)."""
-    rows = list(csv.reader(_text(path).splitlines()))
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
-    if not rows:
-        raise InputError(f"measurements {path}: empty file")
-    head = [c.strip().lower() for c in rows[0]]
-    need = ("ranks", "bytes", "seconds")
-    missing = [k for k in need if k not in head]
-    if missing:
-        raise InputError(f"measurements {path}: header must name ranks, bytes, seconds; "
-                         f"missing {missing[0]!r}")
-    col = {k: head.index(k) for k in need}
-    bw_col = head.index("bandwidth_bps") if "bandwidth_bps" in head else None
-    op_col = head.index("op") if "op" in head else None
-    out = []
-    for i, row in enumerate(rows[1:], start=2):
-        where = f"measurements {path} line {i}"
-        try:
-            bw_cell = row[bw_col].strip() if bw_col is not None else ""
-            op = (row[op_col].strip() if op_col is not None else "") or "allreduce"
-            m = Measurement(int(row[col["ranks"]]), float(row[col["bytes"]]),
-                            float(row[col["seconds"]]), float(bw_cell) if bw_cell else None, op)
-        except (ValueError, IndexError):
-            raise InputError(f"{where}: expected integer ranks and numeric bytes, seconds"
-                             "(, bandwidth_Bps)") from None
-        m.check(where)
-        out.append(m)
-    if not out:
-        raise InputError(f"measurements {path}: no data rows")
-    return out
-
-
-_RANK_LINE = re.compile(r"^#\s+Rank\s+\d+\s")
-
-
-def read_nccl_tests(path: str, ranks: int | None = None) -> list[Measurement]:
-    """Points of nccl-tests' ``all_reduce_perf`` output: the out-of-place time of every size.
-
-    The rank count is the number of ``#  Rank N ...`` lines unless ``ranks`` is given.
-    """
-    text = _text(path)
-    lines = text.splitlines()
-    n = ranks if ranks is not None else sum(1 for ln in lines if _RANK_LINE.match(ln))
-    if n < 2:
-        raise InputError(f"measurements {path}: no rank count (no '#  Rank' lines; "
-                         "give --ranks) or fewer than 2 ranks")
-    out = []
-    for i, ln in enumerate(lines, start=1):
-        tok = ln.split()
-        if not tok or ln.lstrip().startswith("#") or not tok[0].isdigit():
-            continue
-        # size count type redop [root] | time algbw busbw #wrong | time algbw busbw #wrong
-        if len(tok) < 12:
-            raise InputError(f"measurements {path} line {i}: not an all_reduce_perf data row")
-        try:
-            m = Measurement(n, float(tok[0]), float(tok[-8]) / 1e6)
-        except ValueError:
-            raise InputError(
-                f"measurements {path} line {i}: not an all_reduce_perf data row") from None
-        if m.size_bytes == 0:
-            continue
-        m.check(f"measurements {path} line {i}")
-        out.append(m)
-    if not out:
-        raise InputError(f"measurements {path}: no all_reduce_perf data rows")
-    return out
-
-
-def write_csv(path: str, points: list[Measurement]) -> None:
-    """Write ``points`` as a CSV :func:`read_csv` reads back (atomically)."""
-    from compctl_base.atomic_files import atomic_write_bytes
-
-    if any(m.op != "allreduce" for m in points):
-        lines = ["ranks,bytes,seconds,bandwidth_Bps,op"]
-        lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r},"
-                  f"{'' if m.bandwidth_Bps is None else repr(m.bandwidth_Bps)},{m.op}"
-                  for m in points]
-    elif any(m.bandwidth_Bps is not None for m in points):
-        lines = ["ranks,bytes,seconds,bandwidth_Bps"]
-        lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r},"
-                  f"{'' if m.bandwidth_Bps is None else repr(m.bandwidth_Bps)}" for m in points]
-    else:
-        lines = ["ranks,bytes,seconds"]
-        lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r}" for m in points]
-    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
 
 
 def predict_s(
@@ -207,16 +84,6 @@ def predict_s(
     net = StepwiseNetwork(flat_topology(ranks, link), tp)
     cs = net.compile(schedule_for(collective, ranks, Payload(size_bytes)))
     return float(net.run(cs, 0.0))
-
-
-def transfer_s(m: Measurement) -> float:
-    """A point's ideal transfer time: the bytes a rank sends (ring allreduce ``2 (n-1)/n`` of
-    its message, ring allgather ``n-1`` messages) at its link's rate (0 if it names none)."""
-    if not m.bandwidth_Bps:
-        return 0.0
-    n = m.ranks
-    sent = (n - 1) * m.size_bytes if m.op == "allgather" else 2.0 * (n - 1) / n * m.size_bytes
-    return float(sent / m.bandwidth_Bps)
 
 
 @dataclass

@@ -45,7 +45,12 @@ Bundled sets (sources; none of the values is fitted to a measurement here):
   reproduces the closed forms of :mod:`sim.collectives` on uniform constant links.
 - ``nccl``: NCCL's Simple protocol for rings as its public tuning model describes it
   (``src/graph/tuning.cc``; REFERENCES.md section 7): base latency 8.4 us, per-hop network latency
-  14 us; a 4 MiB buffer per connection in ``NCCL_STEPS = 8`` slots, so 512 KiB chunks, 8 in flight.
+  14 us; a 4 MiB buffer per connection in ``NCCL_STEPS = 8`` slots, so 512 KiB chunks. A ring
+  runs on at least two channels, each with its own connection and buffer: after the ring search
+  NCCL duplicates every channel (``ncclTopoPostset`` in ``src/graph/connect.cc``: ``nChannels =
+  min(MAXCHANNELS, nChannels * 2)``), so a link carries at least 2 x 8 = 16 chunks in flight
+  (8 MiB). Until 2026-11-25 this set had 8 (one channel's buffer), which capped a link at 4 MiB
+  per round trip: half of what NCCL keeps in flight.
 - ``gloo``: gloo's ring allreduce defaults (public source; REFERENCES.md section 7): 1 MiB
   segments, two in flight, CUDA tensors staged through host memory (PCIe 3.0 x16, about 12 GB/s
   usable of its 15.75 GB/s), over TCP with Linux's default maximum receive window
@@ -182,7 +187,7 @@ TRANSPORTS: dict[str, Transport] = {
     "nccl": Transport(
         "nccl",
         chunk_bytes=4 * _MiB / 8,
-        slots=8,
+        slots=2 * 8,  # two channels (NCCL duplicates the ring's channels) x NCCL_STEPS slots
         base_latency_s=8.4e-6,
         hop_latency_s=14e-6,
     ),

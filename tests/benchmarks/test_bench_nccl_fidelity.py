@@ -121,3 +121,16 @@ def test_nccl_tests_without_link_rate_is_refused(tmp_path: Path,
     f.write_text("#  Rank  0 x\n#  Rank  1 x\n")
     assert _module().main(["--nccl-tests", str(f)]) == 2
     assert "--link-gbps" in capsys.readouterr().err
+
+
+def test_calibration_file_adds_a_model(tmp_path: Path) -> None:
+    mod = _module()
+    cal = tmp_path / "half.json"
+    cal.write_text(json.dumps({"schema": "compctl-transports/1",
+                               "transports": {"nccl": {"bandwidth_efficiency": 0.5}}}))
+    pts = [p for p in mod.read_published() if p.table == "gcp-32gbe-tcp"]
+    res = mod.evaluate(pts, str(cal))
+    s = res["tables"]["gcp-32gbe-tcp"]["summary"]
+    assert res["models"][-1] == "stepwise-nccl-calibrated"
+    # half the link rate doubles the bandwidth-bound time: errors near +90% instead of -4%
+    assert s["stepwise-nccl"]["median_signed"] < 0 < 0.8 < s["stepwise-nccl-calibrated"]["median_signed"]

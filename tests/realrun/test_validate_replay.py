@@ -80,9 +80,25 @@ def test_cli_reports_both_and_labels_the_headline(tmp_path: Path,
     assert out["comparison"]["decisions"] == "closed loop"
     assert out["replayed_decisions"]["n"] == out["n"]
     assert out["replayed_decisions"]["mape_iter"] != out["mape_iter"]
+    assert 0.0 <= out["real_floor_mape_iter"] <= out["mape_iter"] + 1e-12
     assert main(["validate", "--real", str(run), "--replay-decisions"]) == 0
     text = capsys.readouterr().out
     assert "headline, closed loop" in text and "replayed decisions" in text
+    assert "noise floor" in text
     assert main(["validate", "--real", str(run), "--sim", str(run),
                  "--replay-decisions"]) == 2
     assert "--replay-decisions" in capsys.readouterr().err
+
+
+def test_constant_floor_is_the_least_error_of_any_constant() -> None:
+    from analysis.validate import mape
+    from analysis.validate_replay import constant_floor_mape
+
+    rng = np.random.default_rng(3)
+    x = 0.02 * (1.0 + rng.exponential(0.2, size=200))
+    floor = constant_floor_mape(x)
+    grid = np.linspace(x.min(), x.max(), 2001)
+    assert floor <= min(mape(x, np.full_like(x, c)) for c in grid) + 1e-12
+    assert floor == pytest.approx(min(mape(x, np.full_like(x, c)) for c in x), abs=1e-12)
+    assert constant_floor_mape(np.full(5, 0.1)) == 0.0
+    assert np.isnan(constant_floor_mape(np.array([])))

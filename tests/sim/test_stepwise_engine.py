@@ -164,7 +164,7 @@ def test_calibration_file_overrides_a_transport(tmp_path: Path) -> None:
         json.dumps({"schema": CALIBRATION_SCHEMA, "transports": {"nccl": {"hop_latency_s": 1e-3}}})
     )
     assert get_transport("nccl", str(p)).hop_latency_s == 1e-3
-    assert get_transport("nccl", str(p)).slots == 8
+    assert get_transport("nccl", str(p)).slots == 16
     p.write_text(json.dumps({"schema": CALIBRATION_SCHEMA, "transports": {"nccl": {"x": 1}}}))
     with pytest.raises(InputError, match="unknown parameter"):
         load_calibration(str(p))
