@@ -184,6 +184,12 @@ def summarise(scs: list[Scenario]) -> dict[str, Any]:
         if all(s.policies["oracle"] <= v * (1 + 1e-9) for v in
                [*s.policies.values(), *s.fixed.values()])
     )
+    oracle_1pct = sum(
+        1 for s in scs
+        if all(s.policies["oracle"] <= v * 1.01 for v in
+               [*s.policies.values(), *s.fixed.values()])
+    )
+    vs_fixed = [s.best_adaptive()[1] / s.best_fixed[1] for s in scs]
     per_policy: dict[str, dict[str, float]] = {}
     for name in scs[0].policies:
         ratios = [s.policies[name] / s.policies["oracle"] for s in scs]
@@ -207,6 +213,9 @@ def summarise(scs: list[Scenario]) -> dict[str, Any]:
         "best_fixed_geomean_vs_oracle": _geomean(fixed_vs_oracle),
         "best_fixed_worst_vs_oracle": max(fixed_vs_oracle),
         "oracle_fastest": oracle_best,
+        "oracle_within_1pct_of_fastest": oracle_1pct,
+        "best_adaptive_more_than_5pct_behind_best_fixed": sum(r > 1.05 for r in vs_fixed),
+        "best_adaptive_worst_vs_best_fixed": max(vs_fixed),
         "best_adaptive_within_5pct_of_oracle": within5,
         "best_adaptive_at_least_best_fixed": beats_fixed,
         "per_policy": per_policy,
@@ -277,9 +286,12 @@ def format_markdown(scs: list[Scenario]) -> str:
         out.append(f"| {cls} | {name} |\n")
     n = summ["scenarios"]
     out.append(
-        f"\nOracle fastest on {summ['oracle_fastest']} of {n}; best adaptive within 5% of the "
+        f"\nOracle fastest on {summ['oracle_fastest']} of {n} (within 1% on "
+        f"{summ['oracle_within_1pct_of_fastest']}); best adaptive within 5% of the "
         f"oracle on {summ['best_adaptive_within_5pct_of_oracle']} of {n}; best adaptive at "
         f"least as fast as the best fixed density on {summ['best_adaptive_at_least_best_fixed']}"
-        f" of {n}.\n"
+        f" of {n}, more than 5% behind it on "
+        f"{summ['best_adaptive_more_than_5pct_behind_best_fixed']} (worst "
+        f"{summ['best_adaptive_worst_vs_best_fixed']:.3f}x).\n"
     )
     return "".join(out)

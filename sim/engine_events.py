@@ -115,7 +115,7 @@ class LinkFabric:
 
 
 class _Iteration:
-    """One iteration's processes; :attr:`result` once :meth:`run` returns."""
+    """One iteration's processes (workers and collectives); :meth:`run` returns its result."""
 
     def __init__(
         self,

@@ -42,6 +42,9 @@ def test_summary_counts_the_done_when_bars() -> None:
     assert s["oracle_fastest"] == 2
     assert s["best_adaptive_within_5pct_of_oracle"] == 1
     assert s["best_adaptive_at_least_best_fixed"] == 1
+    assert s["oracle_within_1pct_of_fastest"] == 2
+    assert s["best_adaptive_more_than_5pct_behind_best_fixed"] == 0  # 11.5 / 11.0 = 1.045
+    assert s["best_adaptive_worst_vs_best_fixed"] == 11.5 / 11.0
     assert s["winner_per_class"] == {"congestion": "mpc", "stepped": "mpc"}
 
 

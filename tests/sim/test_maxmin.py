@@ -170,14 +170,20 @@ def test_makespan_equals_the_event_by_event_reference(
 def test_equal_sizes_drain_exactly_with_the_busiest_link(
     inst: tuple[list[list[int]], list[float], list[float] | None], size: float,
 ) -> None:
-    # Why the stepwise network keeps its one-line bound for equal messages: the first link to
-    # saturate has the smallest fair share, its flows finish last and all together.
-    flows, cap, _ = inst
+    # Why the stepwise network keeps its one-line form for equal messages: the first link to
+    # saturate has the smallest fair share, its flows finish last and all together; a flow at
+    # its own cap (the TCP window) runs at that cap to the end. So the makespan is the busiest
+    # link's drain time or the slowest cap's, whichever is longer.
+    flows, cap, rate_cap = inst
     load = np.zeros(len(cap))
     for f in flows:
         load[f] += size
-    got = fair_makespan_s(_padded(flows), np.full(len(flows), size), np.array(cap))
-    assert got == pytest.approx(float((load / np.array(cap)).max()), rel=1e-9)
+    want = float((load / np.array(cap)).max())
+    if rate_cap is not None:
+        want = max(want, max(size / c for c in rate_cap))
+    got = fair_makespan_s(_padded(flows), np.full(len(flows), size), np.array(cap),
+                          None if rate_cap is None else np.array(rate_cap))
+    assert got == pytest.approx(want, rel=1e-9)
 
 
 # ------------------------------------------------------------------ in the stepwise network

@@ -122,3 +122,20 @@ def test_simulator_runs_each_new_collective(coll: str, fidelity: str) -> None:
     assert set(records["collective"]) == {coll}
     assert (records["comm_s"] > 0).all()
     assert meta["fidelity"] == fidelity
+
+
+def test_configs_accept_the_new_collectives_and_reject_bad_pairs() -> None:
+    from realrun.config import RealConfig
+    from sim.config_check import check_config
+    from sim.errors import InputError
+
+    for coll, comp in (("double-tree", "randomk"), ("allgather-ring", "topk"),
+                       ("allgather-direct", "qsgd")):
+        check_config(SimConfig(workload="resnet50", workers=8, trace="const:lat_ms=1,bw_gbps=10",
+                               iterations=2, collective=coll, density=0.01, compressor=comp))
+        RealConfig(workload="digits-mlp", nproc=2, policy="fixed", collective=coll, density=0.01,
+                   compressor=comp, emulation="none").check()
+    with pytest.raises((InputError, ValueError)):
+        check_config(SimConfig(workload="resnet50", workers=8, trace="const:lat_ms=1,bw_gbps=10",
+                               iterations=2, collective="double-tree", density=0.01,
+                               compressor="topk"))

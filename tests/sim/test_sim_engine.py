@@ -30,7 +30,7 @@ NUMEL = 2_000_000
 def _decisions() -> list[Decision]:
     out = []
     for coll in COLLECTIVES:
-        if coll in ("allgather", "artopk-ring", "artopk-tree"):
+        if coll.startswith(("allgather", "artopk")):
             out.append(Decision("topk", 0.01, coll))
         if coll not in ("artopk-ring", "artopk-tree"):
             out.append(Decision("none", 1.0, coll))
@@ -54,6 +54,12 @@ def _closed_form_s(d: Decision, n: int, numel: int, intra: IntraNodeLink) -> flo
         return cm.ps_allreduce(n, m).time_s(LAT, BW)
     if d.collective == "allgather":
         return cm.sparse_allgather(n, m).time_s(LAT, BW)
+    if d.collective == "double-tree":
+        return cm.double_tree_allreduce(n, m).time_s(LAT, BW)
+    if d.collective == "allgather-ring":
+        return cm.allgather_ring(n, m).time_s(LAT, BW)
+    if d.collective == "allgather-direct":
+        return cm.allgather_direct(n, m).time_s(LAT, BW)
     if d.collective == "artopk-ring":
         return cm.artopk_ring(n, 4.0 * k, 4.0 * k).time_s(LAT, BW)
     if d.collective == "artopk-tree":

@@ -19,7 +19,7 @@ from sim.topology import flat_topology, load_topology
 from sim.transports import TRANSPORTS, Transport
 from traces.model import PiecewiseTrace, TraceSet
 
-DENSE = ("ring", "tree", "rhd", "ps", "allgather", "double-tree", "allgather-ring")
+DENSE = ("ring", "tree", "rhd", "ps", "allgather", "double-tree", "allgather-ring", "allgather-direct")
 
 
 def _flat_net(n: int, lat: float, bw: float, transport: str = "ideal") -> StepwiseNetwork:

@@ -11,8 +11,9 @@ target) into at most ``windows`` windows at the trace's change points (the chang
 to an even grid when there are more), then makes ``passes`` passes over the windows: for each
 window it tries every density for that window alone and for that window and all later ones, and
 keeps the fastest. Every candidate is replayed from the state saved at its window's start, so a
-pass costs about ``windows x densities`` partial replays. The result is never slower than the best
-fixed density of the grid (the starting point is one of the candidates).
+pass costs about ``windows x densities`` partial replays. Last, it tries a finishing switch: from
+some iteration on, a higher density to the target (:meth:`Planner._finish`). The result is never
+slower than the best fixed density of the grid (the starting point is one of the candidates).
 
 When the context can say which constant link state holds at a time (``segment_s``), an iteration
 that starts and ends inside one state reuses the duration computed for that state and decision.
@@ -94,12 +95,14 @@ class Planner:
         return dur
 
     def run(
-        self, choice: list[int], w0: int = 0, snap: _Snapshot | None = None
+        self, choice: list[int], w0: int = 0, snap: _Snapshot | None = None,
+        record: list[tuple[_Snapshot, int]] | None = None,
     ) -> tuple[float, list[_Snapshot | None]]:
         """Replay ``choice`` (a density index per window) from window ``w0``'s saved state.
 
         Returns the end time of the iteration reaching the target (``inf`` if none within
-        ``max_iterations``) and the state at the start of each window entered.
+        ``max_iterations``) and the state at the start of each window entered. ``record``, when
+        given, receives the state at the start of every iteration and its density index.
         """
         self.replays += 1
         bounds, nb = self.bounds, len(self.bounds)
@@ -120,6 +123,8 @@ class Planner:
             if k >= self.max_iterations:
                 return math.inf, snaps
             i = choice[w]
+            if record is not None:
+                record.append(((k, t, q, lag, p), i))
             d0 = self.options[i][0]
             dur = self._time(i, t)
             k += 1
@@ -185,4 +190,74 @@ class Planner:
                     improved = True
             if not improved:
                 break
-        return self.bounds, choice
+        return self._finish(choice, tta)
+
+    def _tail_time(self, i: int, snap: _Snapshot, limit: float) -> float:
+        """End time of the iteration reaching the target when density ``i`` runs from state
+        ``snap`` on; ``inf`` once the clock passes ``limit`` first."""
+        self.replays += 1
+        k, t, q, lag, p = snap
+        pm = self.model
+        mu, lam, alpha = pm.mu, pm.lam, pm.alpha
+        inv_ph, inv_k = pm.inv_phase, pm.inv_knee
+        d0 = self.options[i][0]
+        while p < self.target:
+            if t >= limit or k >= self.max_iterations:
+                return math.inf
+            dur = self._time(i, t)
+            k += 1
+            g = pm.gain(d0.compressor, d0.density, k)
+            s = 1.0 / g - 1.0
+            lag += min(1.0, mu * g) * (lam * s / (1.0 + k * inv_ph) - lag)
+            q += g**alpha / (1.0 + s * inv_k)
+            if q - lag > p:
+                p = q - lag
+            t += dur
+        return t
+
+    def _finish(self, choice: list[int], tta: float) -> tuple[list[float], list[int]]:
+        """The best schedule with a finishing switch added: from some iteration on, a higher
+        density to the target (the switch up releases the lag the low density held back; the
+        windows, cut at the trace's change points, are too coarse to place it). Tried on the
+        searched schedule and on every fixed density; switch points every ``ceil(iterations /
+        100)`` iterations, then every iteration around the best; the switch becomes a window
+        boundary half way between two iteration starts."""
+        best_bounds, best_choice = self.bounds, choice
+        if not math.isfinite(tta):
+            return best_bounds, best_choice
+        bases = [(self.bounds, choice)] + [([self.start_s], [i]) for i in range(len(self.options))]
+        dens = [opts[0].density for opts in self.options]
+        best: tuple[float, int, int] | None = None
+        searched = self.bounds
+        for bounds, base in bases:
+            self.bounds = bounds
+            traj: list[tuple[_Snapshot, int]] = []
+            self.run(base, record=traj)
+            n = len(traj)
+            found: tuple[float, int, int] | None = None
+
+            def scan(points: range, traj: list[tuple[_Snapshot, int]] = traj) -> None:
+                nonlocal best, found
+                for j in points:
+                    snap, cur = traj[j]
+                    for i2 in range(len(self.options)):
+                        if dens[i2] <= dens[cur]:
+                            continue
+                        limit = tta if best is None else best[0]
+                        t_end = self._tail_time(i2, snap, limit)
+                        if t_end < limit * (1.0 - 1e-12):
+                            best = found = (t_end, j, i2)
+
+            stride = max(1, -(-n // 100))
+            scan(range(n - 1, 0, -stride))
+            if found is not None and stride > 1:
+                j0 = found[1]
+                scan(range(min(n - 1, j0 + stride - 1), max(0, j0 - stride), -1))
+            if found is not None:
+                _, j, i2 = found
+                switch_s = 0.5 * (traj[j - 1][0][1] + traj[j][0][1])
+                keep = [w for w, b in enumerate(bounds) if b < switch_s]
+                best_bounds = [bounds[w] for w in keep] + [switch_s]
+                best_choice = [base[w] for w in keep] + [i2]
+        self.bounds = searched
+        return best_bounds, best_choice

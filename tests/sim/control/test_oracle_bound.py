@@ -60,3 +60,25 @@ def test_no_fixed_density_or_policy_beats_the_oracle(steps: list[tuple[float, fl
         if policy_info(name).sim_only:
             continue
         assert oracle <= _tta(trace, name) * (1 + TOLERANCE), name
+    # mpc told the target plans a finishing switch (hold a low density, then release its lag).
+    assert oracle <= _tta(trace, "mpc", target_progress=TARGET) * (1 + TOLERANCE), "mpc+target"
+
+
+def test_the_oracle_plans_the_finishing_switch_mpc_found() -> None:
+    # seed003-steps, 1,024 workers, digits-cnn's loss-0.5 target: mpc holding 0.001 and then
+    # finishing at a higher density beat the window-searched oracle by 12% before the oracle
+    # searched finishing switches too.
+    from sim.convergence import ConvergenceModel
+
+    target = ConvergenceModel.bundled("digits-cnn").dense_iterations_to(0.5, "loss")
+    assert target is not None
+
+    def tta(policy: str) -> float:
+        cfg = SimConfig(workload="resnet50", workers=1024, trace="seed003-steps", policy=policy,
+                        policy_params=(("target_progress", float(target)),),
+                        iterations=int(3 * target), monitor="on")
+        rec, _ = run_simulation(cfg)
+        hit = np.nonzero(rec["progress"].to_numpy() >= target)[0]
+        return float(rec["start_s"].iloc[hit[0]] + rec["iter_s"].iloc[hit[0]])
+
+    assert tta("oracle") <= tta("mpc")
