@@ -68,7 +68,7 @@ STEPPED = "steps:dur_s=1/1,lat_ms=1/1,bw_mbps=50/10,loop=true"
 CAL_SEED, VAL_SEED = 1, 2
 WORKLOAD = "digits-cnn"
 # --pricing: how the simulator prices the top-k exchange (see main's help).
-PRICING = "per-call-by-time"
+PRICING = "per-call"
 # --fit-min-transfer-ms: efficiencies fitted on transfers at least this long (tbf burst: 1 ms)
 MIN_TRANSFER_MS = NETNS_MIN_TRANSFER_MS
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
@@ -189,12 +189,14 @@ def main() -> int:
     ap.add_argument("--keep", default=None, help="keep the runs and calibrations here")
     ap.add_argument("--reuse", action="store_true",
                     help="with --keep: reuse the runs and measurements found there")
-    ap.add_argument("--pricing", default="per-call-by-time",
+    ap.add_argument("--pricing", default="per-call",
                     choices=("one-call", "per-call", "per-call-by-time"),
                     help="the sparse exchange as one allgather call at one efficiency (the "
-                    "previous model); one call per tensor (values, indices) at one efficiency; "
-                    "one call per tensor, the allgather efficiency a function of the transfer "
-                    "time (default)")
+                    "previous model); one call per tensor (values, indices) at one efficiency "
+                    "(default: what compctl calibrate --measure and validate fit); one call per "
+                    "tensor, the allgather efficiency a function of the transfer time "
+                    "(calibrate --allgather-by-time: closer on top-k, but it can send the "
+                    "simulated dc2-aimd to another density path, 313%% on a 4-rank stepped run)")
     ap.add_argument("--fit-min-transfer-ms", type=float, default=NETNS_MIN_TRANSFER_MS,
                     help="fit the transport's efficiencies on transfers of at least this "
                     "many ms (0: on every point, the previous fit)")
