@@ -288,9 +288,9 @@ class MpcPolicy(DensityPolicy):
                     # From the inherited value, one measurement moving it at most 0.3 log 2:
                     # a timing spike (a descheduled rank) cannot brand a collective slow for
                     # good, a sustained bias is learned within a few steps.
-                    old = self._correction(coll)
-                    step = max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, r - old))
-                    self._corr[coll] = old + 0.3 * step
+                    base = self._correction(coll)
+                    step = max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, r - base))
+                    self._corr[coll] = base + 0.3 * step
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
         if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
