@@ -136,6 +136,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         collective=choice.collective,
         density=choice.density,
         compressor=choice.compressor,
+        auto_collectives=choice.auto_collectives,
         trace=args.trace,
         steps=choice.iterations,
         seed=choice.seed,

@@ -30,7 +30,9 @@ _LOSS_DEFAULTS: dict[str, Any] = {
     "packet_bytes": 1500,
 }
 #: The policy shortcuts (as ``compctl sim``'s), left out of ``to_dict`` when not given.
-_SHORTCUT_DEFAULTS: dict[str, Any] = {"collective": None, "density": None, "compressor": None}
+_SHORTCUT_DEFAULTS: dict[str, Any] = {
+    "collective": None, "density": None, "compressor": None, "auto_collectives": None,
+}
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class RealConfig:
         policy: registered controller name; ``policy_params`` its keyword parameters.
         collective, density, compressor: shortcuts for the policy parameters of these names,
             resolved exactly as the simulator's (:func:`sim.control.world.resolve_policy_params`).
+        auto_collectives: candidates of ``collective="auto"``: ``None`` (the policy's own),
+            ``"default"``, ``"all"`` or a list of names, handed to the controller as the
+            simulator does (:func:`sim.control.world.make_controller`).
         trace: trace spec (bundled name, file, generator spec); ``None`` only with emulation
             ``none``.
         steps: training iterations.
@@ -118,8 +123,14 @@ class RealConfig:
     collective: str | None = None
     density: float | None = None
     compressor: str | None = None
+    auto_collectives: str | None = None
 
     def __post_init__(self) -> None:
+        from sim.control.selector import canonical_auto_collectives
+
+        object.__setattr__(
+            self, "auto_collectives", canonical_auto_collectives(self.auto_collectives)
+        )
         def need_int(name: str, lo: int) -> None:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
@@ -224,7 +235,8 @@ class RealConfig:
         from sim.control.world import make_controller
 
         return make_controller(
-            self.policy, self.resolved_policy_params(), seed=self.seed, workload=self.workload
+            self.policy, self.resolved_policy_params(), seed=self.seed, workload=self.workload,
+            auto_collectives=self.auto_collectives,
         )
 
     def agree_each_step(self) -> bool:
@@ -267,7 +279,10 @@ class RealConfig:
             get_workload(self.workload)
         from sim.control.world import make_controller
 
-        make_controller(self.policy, self.resolved_policy_params(), seed=self.seed)
+        make_controller(
+            self.policy, self.resolved_policy_params(), seed=self.seed,
+            auto_collectives=self.auto_collectives,
+        )
         make_memory(self.memory)
         if self.trace is not None:
             self.trace_set()

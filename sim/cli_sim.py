@@ -143,6 +143,7 @@ def _sim_config(args: argparse.Namespace) -> Any:
         collective=choice.collective,
         density=choice.density,
         compressor=choice.compressor,
+        auto_collectives=choice.auto_collectives,
         iterations=choice.iterations,
         seed=choice.seed,
         bucket_bytes=parse_bytes(args.bucket_size),

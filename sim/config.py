@@ -172,6 +172,10 @@ class SimConfig:
             decision that does not choose one itself (:mod:`sim.sync`).
         groups: DS-Sync groups (divides ``workers``; 1 with ``allreduce``).
         shuffle_every: DS-Sync steps between reshuffles of the groups (>= 1).
+        auto_collectives: candidates of ``collective="auto"`` selection: ``None`` (the policy's
+            own, normally ``"default"``), ``"default"``, ``"all"`` or a list of collective names
+            (stored comma-joined; :func:`sim.control.selector.resolve_auto_collectives`). In
+            :meth:`to_dict` only when set, so earlier configurations are unchanged.
 
     The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
     when not at their defaults, so earlier configurations (and their run ids) are unchanged.
@@ -213,9 +217,15 @@ class SimConfig:
     sync: str = "allreduce"
     groups: int = 1
     shuffle_every: int = 1
+    auto_collectives: str | None = None
 
     def __post_init__(self) -> None:
+        from sim.control.selector import canonical_auto_collectives
+
         object.__setattr__(self, "policy_params", _freeze_params(self.policy_params))
+        object.__setattr__(
+            self, "auto_collectives", canonical_auto_collectives(self.auto_collectives)
+        )
         self._validate()
         # Canonical float fields, so that equal configs serialise to the same JSON (1 vs 1.0).
         for name in _FLOAT_FIELDS:
@@ -310,6 +320,8 @@ class SimConfig:
         """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
         d = asdict(self)
         d["policy_params"] = dict(self.policy_params)
+        if d["auto_collectives"] is None:
+            del d["auto_collectives"]
         for name, default in (
             *_STEPWISE_DEFAULTS.items(),
             *_SYNC_DEFAULTS.items(),

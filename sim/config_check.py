@@ -69,7 +69,9 @@ def check_config(cfg: SimConfig) -> None:
     from sim.control.registry import make_policy, policy_info
 
     params = cfg.resolved_policy_params()
-    make_policy(cfg.policy, seed=0, **params)
+    from sim.control.world import apply_auto_collectives
+
+    apply_auto_collectives(make_policy(cfg.policy, seed=0, **params), cfg.auto_collectives)
     _check_pair(params, policy_info(cfg.policy).parameters())
     _check_workload(cfg.workload, _stamp(cfg.workload))
     _check_trace(cfg.trace, _stamp(cfg.trace))

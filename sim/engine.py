@@ -459,7 +459,10 @@ def _build(
         traces = resolve_trace(cfg.trace)
     params = cfg.resolved_policy_params()
     policy_seed = controller_seed(cfg.seed)
-    policy = make_controller(cfg.policy, params, seed=cfg.seed, workload=profile.name)
+    policy = make_controller(
+        cfg.policy, params, seed=cfg.seed, workload=profile.name,
+        auto_collectives=cfg.auto_collectives,
+    )
     intra = IntraNodeLink(cfg.gpus_per_node, cfg.intra_latency_s, cfg.intra_bandwidth_Bps)
     # First a cluster paced by the worst state of any link, only to bound the run's length (for
     # unrolling traces that loop with different periods); then the real one.

@@ -27,6 +27,7 @@ class PolicyChoice:
     collective: str | None = None
     density: float | None = None
     compressor: str | None = None
+    auto_collectives: str | None = None
     iterations: int = 100
     seed: int = 0
 
@@ -34,8 +35,8 @@ class PolicyChoice:
 def add_policy_args(
     p: argparse.ArgumentParser, *, default_policy: str, default_iterations: int
 ) -> None:
-    """Add ``--policy``, ``--param``, ``--collective``, ``--density``, ``--compressor``,
-    ``--iterations`` and ``--seed`` to ``p``."""
+    """Add ``--policy``, ``--param``, ``--collective``, ``--auto-collectives``, ``--density``,
+    ``--compressor``, ``--iterations`` and ``--seed`` to ``p``."""
     p.add_argument(
         "--policy", default=default_policy, help=f"control policy (default: {default_policy})"
     )
@@ -49,6 +50,14 @@ def add_policy_args(
     p.add_argument(
         "--collective",
         help="collective for the static policies (fixed, dense), or auto (cost-model choice)",
+    )
+    p.add_argument(
+        "--auto-collectives",
+        metavar="SET",
+        help="candidates of collective auto: default (ring, tree, ps, allgather, artopk-ring, "
+        "artopk-tree), all (adds rhd, hierarchical, double-tree, allgather-ring, "
+        "allgather-direct) or comma-separated names, earlier ones winning ties "
+        "(default: the policy's own, i.e. default)",
     )
     p.add_argument("--density", type=float, help="density kept, in (0, 1]")
     p.add_argument("--compressor", help="compressor name (see compctl list compressors)")
@@ -73,6 +82,7 @@ def policy_from_args(args: argparse.Namespace) -> PolicyChoice:
         collective=args.collective,
         density=args.density,
         compressor=args.compressor,
+        auto_collectives=args.auto_collectives,
         iterations=args.iterations,
         seed=args.seed,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from sim.compress.spec import check_compatible, get_spec
+from sim.errors import InputError
 
 from .selector import DEFAULT_ALLOWED, select_decision
 from .types import COLLECTIVES, Decision, Observation
@@ -92,13 +93,22 @@ class DecisionBuilder:
             check_compatible(compressor, collective)
         if dense_collective != AUTO:
             check_compatible("none", dense_collective)
-        for comp, coll in ((compressor, collective), ("none", dense_collective)):
-            if coll == AUTO and not any(get_spec(comp).supports(c) for c in allowed):
-                raise ValueError(f"compressor {comp!r} can use none of {', '.join(allowed)}")
         self.compressor = compressor
         self.collective = collective
         self.dense_collective = dense_collective
         self.allowed = tuple(allowed)
+        self._check_allowed(ValueError)
+
+    def _check_allowed(self, error: type[Exception]) -> None:
+        for comp, coll in ((self.compressor, self.collective), ("none", self.dense_collective)):
+            if coll == AUTO and not any(get_spec(comp).supports(c) for c in self.allowed):
+                raise error(f"compressor {comp!r} can use none of {', '.join(self.allowed)}")
+
+    def set_auto_collectives(self, allowed: tuple[str, ...]) -> None:
+        """Replace the ``"auto"`` candidates (names already checked); :class:`InputError` when
+        a compressor this builder selects for can use none of them."""
+        self.allowed = tuple(allowed)
+        self._check_allowed(InputError)
 
     def build(self, density: float, obs: Observation) -> Decision:
         """The decision for ``density`` given what ``obs`` says about the link and the job."""

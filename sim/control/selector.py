@@ -26,7 +26,10 @@ in the default candidate list (so ``auto`` picks exactly what it picked before t
 - ``hierarchical`` needs two link classes.
 
 Pass ``allowed=`` (e.g. :data:`sim.control.types.COLLECTIVES`) to include them: every collective
-is priced per bucket from its own closed form (:func:`sim.collectives.payload_terms`).
+is priced per bucket from its own closed form (:func:`sim.collectives.payload_terms`). Runs widen
+(or narrow) the set with the ``auto_collectives`` option (``"default"``, ``"all"`` or a list of
+names), resolved by :func:`resolve_auto_collectives` and handed to the policy by
+:func:`sim.control.world.make_controller`.
 
 Pure: no SimPy, torch or pandas.
 """
@@ -42,10 +45,13 @@ from sim.errors import InputError
 from .types import COLLECTIVES, Decision
 
 __all__ = [
+    "AUTO_COLLECTIVES_KEYWORDS",
     "DEFAULT_ALLOWED",
+    "canonical_auto_collectives",
     "cheapest_collective",
     "collective_cost_terms",
     "collective_time_s",
+    "resolve_auto_collectives",
     "select_bucket_collectives",
     "select_collective",
     "select_decision",
@@ -60,6 +66,53 @@ DEFAULT_ALLOWED: tuple[str, ...] = (
     "artopk-ring",
     "artopk-tree",
 )
+
+#: The named candidate sets of the ``auto_collectives`` option.
+AUTO_COLLECTIVES_KEYWORDS: tuple[str, ...] = ("default", "all")
+
+
+def canonical_auto_collectives(value: object) -> str | None:
+    """The ``auto_collectives`` option in its stored form: ``None`` (the default set), a keyword
+    (``"default"``, ``"all"``) or the names joined by commas (a list or a comma-separated string;
+    blanks around names dropped). :class:`InputError` for an empty list, an unknown or repeated
+    name, or a value that is neither a string nor a list of strings."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        names = [v.strip() for v in value.split(",")]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        names = [v.strip() for v in value]
+    else:
+        raise InputError(
+            f"auto_collectives must be default, all or a list of collective names, got {value!r}"
+        )
+    if len(names) == 1 and names[0] in AUTO_COLLECTIVES_KEYWORDS:
+        return names[0]
+    if not names or any(not n for n in names):
+        raise InputError(f"auto_collectives: empty collective name in {value!r}")
+    for name in names:
+        if name not in COLLECTIVES:
+            raise InputError(
+                f"auto_collectives: unknown collective {name!r}; "
+                f"known: default, all, {', '.join(COLLECTIVES)}"
+            )
+    if len(set(names)) != len(names):
+        raise InputError(f"auto_collectives: a collective is named twice in {value!r}")
+    return ",".join(names)
+
+
+def resolve_auto_collectives(value: object) -> tuple[str, ...]:
+    """The candidate collectives of ``collective="auto"`` for the ``auto_collectives`` option:
+    ``None`` or ``"default"`` gives :data:`DEFAULT_ALLOWED`, ``"all"`` every collective
+    (:data:`sim.control.types.COLLECTIVES`), a list (or comma-separated string) those names in
+    that order (earlier names win ties). :class:`InputError` as :func:`canonical_auto_collectives`.
+    """
+    canon = canonical_auto_collectives(value)
+    if canon is None or canon == "default":
+        return DEFAULT_ALLOWED
+    if canon == "all":
+        return COLLECTIVES
+    return tuple(canon.split(","))
 
 
 def _terms(collective: str, n: int, payload: Payload) -> AlphaBeta:

@@ -37,6 +37,7 @@ __all__ = [
     "STATIC_POLICIES",
     "STREAMS",
     "IterationMeasurement",
+    "apply_auto_collectives",
     "controller_seed",
     "default_compressor",
     "first_observation",
@@ -141,16 +142,37 @@ def make_controller(
     *,
     seed: int,
     workload: str | None = None,
+    auto_collectives: object = None,
 ) -> Controller:
     """The controller of a run with root ``seed``: policy ``policy`` with (resolved) ``params``,
     reset with :func:`controller_seed`; if it takes a convergence model (``bind_progress``), it
     is bound to ``workload``'s (:meth:`ProgressModel.for_workload`, cached per process: the
-    simulator scores the run with the same object)."""
+    simulator scores the run with the same object).
+
+    ``auto_collectives`` (``None``: the policy's own candidates, unchanged) sets the candidates
+    of ``collective="auto"`` selection (:func:`sim.control.selector.resolve_auto_collectives`)
+    on policies that select (those with ``set_auto_collectives``); :class:`InputError` for an
+    unknown name or a set the policy's compressors can use none of."""
     ctl = make_policy(policy, seed=controller_seed(seed), **dict(params))
+    apply_auto_collectives(ctl, auto_collectives)
     bind = getattr(ctl, "bind_progress", None)
     if workload is not None and callable(bind):
         bind(ProgressModel.for_workload(workload))
     return ctl
+
+
+def apply_auto_collectives(ctl: object, auto_collectives: object) -> None:
+    """Give ``ctl`` the ``auto_collectives`` candidates when the option is set and the policy
+    selects collectives (has ``set_auto_collectives``); ``None`` leaves it unchanged.
+    :class:`InputError` for an unknown name or a set its compressors can use none of."""
+    if auto_collectives is None:
+        return
+    from .selector import resolve_auto_collectives
+
+    allowed = resolve_auto_collectives(auto_collectives)
+    widen = getattr(ctl, "set_auto_collectives", None)
+    if callable(widen):
+        widen(allowed)
 
 
 # ------------------------------------------------------------------ observations

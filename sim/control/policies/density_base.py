@@ -61,6 +61,11 @@ class DensityPolicy(UsesProgressModel):
         )
         self.reset(seed=0)
 
+    def set_auto_collectives(self, allowed: tuple[str, ...]) -> None:
+        """Candidates of ``"auto"`` selection (names already checked; :class:`InputError` when
+        a compressor of this policy can use none of them)."""
+        self._builder.set_auto_collectives(allowed)
+
     def reset(self, *, seed: int) -> None:
         """Forget all state and seed the private RNG."""
         self._rng = np.random.default_rng(np.random.SeedSequence(seed))

@@ -240,6 +240,17 @@ class MpcPolicy(DensityPolicy):
             collective=collective,
         )
 
+    def set_auto_collectives(self, allowed: tuple[str, ...]) -> None:
+        """Candidates of ``collective="auto"`` for the planner and the decisions (names already
+        checked; :class:`sim.errors.InputError` when a compressor can use none of them)."""
+        super().set_auto_collectives(allowed)
+        if self._auto_collective:
+            self._candidates = {
+                comp: tuple(c for c in allowed if get_spec(comp).supports(c))
+                for comp in ("none", self.compressor)
+            }
+            self._terms.clear()
+
     def _reset_state(self) -> None:
         self._state = ProgressState()
         self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S)

@@ -97,6 +97,20 @@ class OraclePolicy(UsesProgressModel):
         self._plan: tuple[list[float], list[int]] | None = None
         self.reset(seed=0)
 
+    def set_auto_collectives(self, allowed: tuple[str, ...]) -> None:
+        """Replace the collectives the oracle may use (names already checked);
+        :class:`InputError` when a density's compressor can use none of them."""
+        options: list[list[Decision]] = []
+        for opts in self._options:
+            comp, dens = opts[0].compressor, opts[0].density
+            colls = [c for c in allowed if get_spec(comp).supports(c)]
+            if not colls:
+                raise InputError(f"compressor {comp!r} can use none of {', '.join(allowed)}")
+            options.append([Decision(comp, dens, c) for c in colls])
+        self._options = options
+        self._allowed = tuple(allowed)
+        self._plan = None
+
     def bind_oracle(self, ctx: OracleContext) -> None:
         """Give the oracle the simulator's view of the future (called before the run)."""
         self._ctx = ctx

@@ -8,6 +8,7 @@ fixed. A fixed pair the compressor cannot use is rejected when the policy is bui
 from __future__ import annotations
 
 from sim.compress.spec import check_compatible, get_spec
+from sim.errors import InputError
 
 from ..decision_builder import AUTO
 from ..registry import register_policy
@@ -31,8 +32,18 @@ class _StaticPolicy:
         elif not any(get_spec(compressor).supports(c) for c in DEFAULT_ALLOWED):
             raise ValueError(f"compressor {compressor!r} can use none of the auto collectives")
         self._auto = collective == AUTO
+        self._allowed = DEFAULT_ALLOWED
         # Validates the density now rather than at the first step.
         self._decision = Decision(compressor, float(density), "ring" if self._auto else collective)
+
+    def set_auto_collectives(self, allowed: tuple[str, ...]) -> None:
+        """Candidates of ``collective="auto"`` (names already checked); :class:`InputError`
+        when the compressor can use none of them. No effect with a fixed collective."""
+        if self._auto and not any(get_spec(self._decision.compressor).supports(c) for c in allowed):
+            raise InputError(
+                f"compressor {self._decision.compressor!r} can use none of {', '.join(allowed)}"
+            )
+        self._allowed = tuple(allowed)
 
     def reset(self, *, seed: int) -> None:
         """Stateless: nothing to reset."""
@@ -44,7 +55,7 @@ class _StaticPolicy:
         d = self._decision
         return select_decision(
             obs.latency_s, obs.bandwidth_Bps, obs.world_size, float(obs.grad_bytes),
-            obs.bucket_bytes, d.density, d.compressor,
+            obs.bucket_bytes, d.density, d.compressor, allowed=self._allowed,
         )
 
 
