@@ -93,33 +93,27 @@ _RANK_LINE = re.compile(r"^#\s+Rank\s+\d+\s")
 def read_nccl_tests(path: str, ranks: int | None = None) -> list[Measurement]:
     """Points of nccl-tests' ``all_reduce_perf`` output: the out-of-place time of every size.
 
-    The rank count is the number of ``#  Rank N ...`` lines unless ``ranks`` is given.
+    The column positions and the time unit (us or ms) come from the file's header lines
+    (:mod:`sim.nccl_tests_output`). The rank count is the number of ``#  Rank N ...`` lines
+    unless ``ranks`` is given.
     """
-    text = _text(path)
-    lines = text.splitlines()
+    from sim.nccl_tests_output import read_rows
+
+    where = f"measurements {path}"
+    lines = _text(path).splitlines()
     n = ranks if ranks is not None else sum(1 for ln in lines if _RANK_LINE.match(ln))
     if n < 2:
-        raise InputError(f"measurements {path}: no rank count (no '#  Rank' lines; "
+        raise InputError(f"{where}: no rank count (no '#  Rank' lines; "
                          "give --ranks) or fewer than 2 ranks")
     out = []
-    for i, ln in enumerate(lines, start=1):
-        tok = ln.split()
-        if not tok or ln.lstrip().startswith("#") or not tok[0].isdigit():
+    for i, size_bytes, time_s in read_rows(lines, where):
+        if size_bytes == 0:
             continue
-        # size count type redop [root] | time algbw busbw #wrong | time algbw busbw #wrong
-        if len(tok) < 12:
-            raise InputError(f"measurements {path} line {i}: not an all_reduce_perf data row")
-        try:
-            m = Measurement(n, float(tok[0]), float(tok[-8]) / 1e6)
-        except ValueError:
-            raise InputError(
-                f"measurements {path} line {i}: not an all_reduce_perf data row") from None
-        if m.size_bytes == 0:
-            continue
-        m.check(f"measurements {path} line {i}")
+        m = Measurement(n, size_bytes, time_s)
+        m.check(f"{where} line {i}")
         out.append(m)
     if not out:
-        raise InputError(f"measurements {path}: no all_reduce_perf data rows")
+        raise InputError(f"{where}: no all_reduce_perf data rows")
     return out
 
 

@@ -57,6 +57,11 @@ def _synthetic_nccl_tests(path: Path, mod: Any, sizes: list[int]) -> None:
              "# nThread 1 nGpus 1 minBytes 134217728 maxBytes 268435456 step: 2(factor)"]
     lines += [f"#  Rank {r:2d} Group  0 Pid {100 + r} on node{r // 4} device {r % 4} [0x00] GPU"
               for r in range(16)]
+    lines += ["#                                         out-of-place                in-place",
+              "#        size        count  type  redop  root  time  algbw  busbw  #wrong"
+              "  time  algbw  busbw  #wrong",
+              "#         (B)   (elements)                     (us)  (GB/s)  (GB/s)"
+              "         (us)  (GB/s)  (GB/s)"]
     for s in sizes:
         p = mod.Point("synthetic", "-", 4, 4, 5.0, 10.0, float(s), 1.0)
         us = mod.predict_s(p, ("--fidelity", "stepwise", "--transport", "nccl")) * 1e6
