@@ -24,6 +24,11 @@ to others) has these constants, each one a knob the simulator has:
   first compressed run's; the CPU price of the per-step agreement collective;
 * ``overhead_s`` (``SimConfig.overhead_s``): a fixed per-iteration time; 0 unless set by hand.
 
+The simulated run starts with the real hook's warm-up iterations (``warmup_steps``: the dense
+default decision, unobserved), so an adaptive policy first decides on the same measurement as
+the real controller did (before, the simulated controller decided one iteration earlier, which
+put an AIMD sawtooth out of phase with the real one for the whole run).
+
 The simulated run's trace clock is aligned with the real one: the real clock starts at
 iteration 1 (iteration 0 is DDP's set-up), so the simulated trace is delayed by the simulated
 iteration 0. The first ``skip`` iterations (warm-up and set-up) are left out of the comparison.
@@ -173,6 +178,8 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         raise InputError(f"the real run is marked {status} ({meta.get('reason', 'no reason')}): "
                          "its records are partial and not agreed across ranks")
     shortcuts: dict[str, Any] = {}
+    # The hook's warm-up iterations (dense, unobserved; RealConfig.warmup_steps, default 1).
+    warmup = int(cfg.get("warmup_steps", 1)) if cfg.get("use_hook", True) else 0
     if not cfg.get("use_hook", True):
         policy, params = "dense", {}
     else:
@@ -204,6 +211,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         fidelity=fidelity,
         transport=transport,
         calibration=transport_calibration,
+        warmup_steps=warmup,
         **sync,
     )
 

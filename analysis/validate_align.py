@@ -13,6 +13,16 @@ iteration ``i`` (``S_i``), piecewise linearly in between (slope 1 outside the ru
 simulated iteration ``i`` starts at the link state real iteration ``i`` started at. The
 simulation is repeated with the warped trace until the simulated starts settle
 (:func:`~analysis.validate.simulate_like`, ``align_to``).
+
+Plain repetition (warp with the last pass's starts) fixes one trace change per pass: the
+iterations after the first misaligned change were simulated at the wrong link state, so their
+starts, and the next warp, are wrong too. A 4-rank top-k run on a trace stepping every second
+(13 changes in 300 iterations) had 49 of 297 iterations at the other rate after 20 passes.
+Each pass therefore warps with *predicted* starts (:func:`predicted_starts`): an iteration the
+last pass simulated at its real link state keeps its simulated duration; one simulated at
+another state takes the median duration of the iterations the last pass simulated at that
+state. The fixed point is the same (once every iteration is at its real state the prediction
+is the simulated clock itself); it is reached in a few passes (that run: 3).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from traces.model import PiecewiseTrace, TraceSet
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["time_map", "warped_trace", "aligned_runs", "Resimulate"]
+__all__ = ["time_map", "warped_trace", "predicted_starts", "aligned_runs", "Resimulate"]
 
 #: Simulates the run again over a warped trace set: ``(traces, delay_s, horizon_s)`` ->
 #: ``(records, meta)``.
@@ -81,11 +91,57 @@ def warped_trace(ts: TraceSet, real_starts_s: np.ndarray, sim_starts_s: np.ndarr
     return TraceSet(links, name=f"{ts.name}+aligned")
 
 
+def _states(ts: TraceSet, times_s: np.ndarray) -> list[tuple[float, ...]]:
+    """The link states (every link's latency and bandwidth) in force at ``times_s``."""
+    links = list(ts.links.values())
+    return [tuple(v for tr in links for v in tr.state_at(float(t))[:2]) for t in times_s]
+
+
+def predicted_starts(ts: TraceSet, simulated_on: TraceSet, real_starts_s: np.ndarray,
+                     sim_starts_s: np.ndarray, sim_iter_s: np.ndarray) -> np.ndarray:
+    """The simulated starts to warp with next (module docstring): consecutive iterations'
+    real starts (trace clock of ``ts``), simulated starts (clock of ``simulated_on``, the trace
+    set that simulation ran on) and simulated durations. An iteration simulated at its real
+    link state keeps its duration; one simulated at another state takes the median duration of
+    the iterations simulated at the state its real one saw (its own where no iteration was)."""
+    r = np.asarray(real_starts_s, dtype=float)
+    s = np.asarray(sim_starts_s, dtype=float)
+    d = np.asarray(sim_iter_s, dtype=float)
+    if len(s) < 2 or not np.all(np.isfinite(s)) or not np.all(np.isfinite(d)):
+        return s
+    want = _states(ts, r)
+    got = _states(simulated_on, s)
+    right = [w == g for w, g in zip(want, got, strict=True)]
+    by_state: dict[tuple[float, ...], list[float]] = {}
+    for ok, w, di in zip(right, want, d, strict=True):
+        if ok:
+            by_state.setdefault(w, []).append(float(di))
+    medians = {k: float(np.median(v)) for k, v in by_state.items()}
+    dur = np.array([di if ok else medians.get(w, di)
+                    for ok, w, di in zip(right, want, d, strict=True)])
+    return s[0] + np.concatenate(([0.0], np.cumsum(dur[:-1])))
+
+
+def _misaligned(ts: TraceSet, simulated_on: TraceSet, real: pd.Series,
+                records: pd.DataFrame) -> int:
+    """How many iterations ``records`` (simulated on ``simulated_on``, undelayed clock)
+    started at another link state than their real ones (``real``: start_s by iteration)."""
+    delay = float(records["iter_s"].iloc[0])
+    s = records.set_index("iteration")["start_s"] - delay
+    common = [i for i in real.index if i >= 1 and i in s.index]
+    want = _states(ts, real.loc[common].to_numpy(float))
+    got = _states(simulated_on, s.loc[common].to_numpy(float))
+    return sum(w != g for w, g in zip(want, got, strict=True))
+
+
 def aligned_runs(spec: str, real: pd.DataFrame, records: pd.DataFrame, sim_meta: dict[str, Any],
                  passes: int, resimulate: Resimulate) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Re-simulate a run (first simulated as ``records``) with its trace ``spec`` warped onto
     the simulated clock, until the simulated starts move by less than 1 ms (at most
-    ``passes`` times); each pass fixes the iterations up to the next trace change.
+    ``passes`` times); each pass warps with :func:`predicted_starts`. Returns the pass whose
+    iterations most often started at their real link state (the last of equals): where a
+    trace change falls just after a real iteration's start, the simulated iteration can start
+    on either side of it from one pass to the next, and the passes need not settle.
 
     ``resimulate(warped, delay_s, horizon_s)`` simulates the run again over the warped trace
     set (the caller, :func:`analysis.validate.simulate_like`, knows the run and calibration)."""
@@ -95,17 +151,27 @@ def aligned_runs(spec: str, real: pd.DataFrame, records: pd.DataFrame, sim_meta:
     if all(tr.is_constant for tr in ts.links.values()):
         return records, sim_meta
     r = real.set_index("iteration")["start_s"]
+    simulated_on = ts  # the trace set (undelayed clock) ``records`` ran on
+    best = (_misaligned(ts, simulated_on, r, records), records, sim_meta)
     for _ in range(passes):
         delay = float(records["iter_s"].iloc[0])
-        s = records.set_index("iteration")["start_s"] - delay
+        by_it = records.set_index("iteration")
+        s = by_it["start_s"] - delay
         common = [i for i in r.index if i >= 1 and i in s.index]
         horizon = 4.0 * float(records["iter_s"].sum()) + 60.0
-        warped = warped_trace(ts, r.loc[common].to_numpy(float), s.loc[common].to_numpy(float),
-                              horizon)
+        r_c, s_c = r.loc[common].to_numpy(float), s.loc[common].to_numpy(float)
+        if common and np.all(np.diff(common) == 1):
+            s_c = predicted_starts(ts, simulated_on, r_c, s_c,
+                                   by_it["iter_s"].loc[common].to_numpy(float))
+        warped = warped_trace(ts, r_c, s_c, horizon)
         new, sim_meta = resimulate(warped, delay, horizon)
+        simulated_on = warped
         moved = float(np.nanmax(np.abs(new["start_s"].to_numpy(float)
                                        - records["start_s"].to_numpy(float))))
         records = new
+        bad = _misaligned(ts, simulated_on, r, records)
+        if bad <= best[0]:
+            best = (bad, records, sim_meta)
         if moved < 1e-3:
             break
-    return records, sim_meta
+    return best[1], best[2]

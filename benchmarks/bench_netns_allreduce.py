@@ -4,6 +4,7 @@ Usage (root)::
 
     python benchmarks/bench_netns_allreduce.py [--save-cal CAL.csv --save-held HELD.csv]
     python benchmarks/bench_netns_allreduce.py --cal CAL.csv --held HELD.csv   # re-fit only
+    ... [--message-bytes]   # fit the fixed wire bytes per message too
 
 Two separate measurement runs of the gloo allreduce microbenchmark
 (:func:`realrun.allreduce_bench.measure_netns`: one namespace per rank, tbf on every rank's
@@ -38,12 +39,14 @@ HELD_SIZES = [2048 * 4**k for k in range(8)] + [64 * 2**20]  # 2 KiB .. 32 MiB, 
 RANKS = [2, 4]
 
 
-def evaluate(cal: list[Measurement], held: list[Measurement]) -> list[dict[str, object]]:
-    """Fit per rank count on ``cal``; every held-out point's prediction and error."""
+def evaluate(cal: list[Measurement], held: list[Measurement],
+             message_bytes: bool = False) -> list[dict[str, object]]:
+    """Fit per rank count on ``cal`` (with ``message_bytes``: the per-message wire bytes
+    too); every held-out point's prediction and error."""
     base = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0)
     out: list[dict[str, object]] = []
     for n in sorted({m.ranks for m in cal}):
-        fit = fit_transport([m for m in cal if m.ranks == n], base)
+        fit = fit_transport([m for m in cal if m.ranks == n], base, message_bytes=message_bytes)
         tp = fit.transport
         rows = []
         for m in (m for m in held if m.ranks == n):
@@ -55,6 +58,7 @@ def evaluate(cal: list[Measurement], held: list[Measurement]) -> list[dict[str, 
         out.append({"ranks": n, "hop_latency_s": tp.hop_latency_s,
                     "hop_floor_s": tp.hop_floor_s, "latency_model": fit.latency_model,
                     "bandwidth_efficiency": tp.bandwidth_efficiency,
+                    "message_bytes": tp.message_bytes,
                     "fit_mape": fit.summary()["fit"]["mean_abs_rel_error"], "held": rows})
     return out
 
@@ -66,6 +70,9 @@ def main() -> int:
     ap.add_argument("--save-cal")
     ap.add_argument("--save-held")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--message-bytes", action="store_true",
+                    help="fit the transport's fixed wire bytes per message too "
+                    "(compctl calibrate --fit-message-bytes)")
     a = ap.parse_args()
     cal = read_csv(a.cal) if a.cal else measure_netns(CAL_RATES, max(RANKS), max(CAL_SIZES),
                                                        sizes=CAL_SIZES, ranks=RANKS)
@@ -76,7 +83,7 @@ def main() -> int:
                                                           ranks=RANKS)
     if a.save_held:
         write_csv(a.save_held, held)
-    res = evaluate(cal, held)
+    res = evaluate(cal, held, a.message_bytes)
     if a.json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
         return 0
@@ -88,7 +95,8 @@ def main() -> int:
         sys.stdout.write(
             f"{r['ranks']} ranks: efficiency {float(r['bandwidth_efficiency']):.4f}, per hop "  # type: ignore[arg-type]
             f"{float(r['hop_latency_s']) * 1e6:.1f} us added, floor "  # type: ignore[arg-type]
-            f"{float(r['hop_floor_s']) * 1e6:.1f} us ({r['latency_model']}), fit MAPE "  # type: ignore[arg-type]
+            f"{float(r['hop_floor_s']) * 1e6:.1f} us ({r['latency_model']}), "  # type: ignore[arg-type]
+            f"{float(r['message_bytes']):.0f} B per message, fit MAPE "  # type: ignore[arg-type]
             f"{float(r['fit_mape']):.1%}; "  # type: ignore[arg-type]
             f"held out: MAPE {statistics.fmean(errs):.1%}, within 10% {sum(e <= 0.1 for e in errs)}"
             f"/{len(errs)}; >= 128 KiB: MAPE {statistics.fmean(big):.1%}, within 10% "

@@ -1,7 +1,7 @@
 """Sim-vs-real validation on real transport: netns runs (real TCP through tbf-shaped veth pairs).
 
 Usage: ``python benchmarks/bench_netns_validation.py [--ranks 2,4] [--steps 100] [--json]
-[--keep DIR] [--reuse] [--pricing one-call|per-call|per-call-by-time]`` (root: network namespaces and tc).
+[--keep DIR] [--reuse] [--pricing one-call|per-call|per-call-by-time] [--message-bytes]`` (root: network namespaces and tc).
 
 For every rank count, three stages, each on runs of its own:
 
@@ -71,6 +71,7 @@ WORKLOAD = "digits-cnn"
 PRICING = "per-call"
 # --fit-min-transfer-ms: efficiencies fitted on transfers at least this long (tbf burst: 1 ms)
 MIN_TRANSFER_MS = NETNS_MIN_TRANSFER_MS
+MESSAGE_BYTES = False  # --message-bytes: fit the transport's wire bytes per message too
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
@@ -94,7 +95,7 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0),
                         allgather_by_size=PRICING == "per-call-by-time",
                         call_per_tensor=PRICING != "one-call",
-                        min_transfer_s=MIN_TRANSFER_MS * 1e-3)
+                        min_transfer_s=MIN_TRANSFER_MS * 1e-3, message_bytes=MESSAGE_BYTES)
     doc = calibration_document(fit, source=f"netns microbenchmark, {n} ranks, tbf at "
                                f"{', '.join(f'{r:g}' for r in CAL_RATES)} Mbit/s")
     path = tmp / f"transport-n{n}.json"
@@ -106,7 +107,8 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
                   "allgather_efficiency_per_doubling": tp.allgather_efficiency_per_doubling,
                   "allgather_reference_s": tp.allgather_reference_s,
                   "call_per_tensor": tp.call_per_tensor,
-                  "bandwidth_efficiency": tp.bandwidth_efficiency, **fit.summary()}
+                  "bandwidth_efficiency": tp.bandwidth_efficiency,
+                  "message_bytes": tp.message_bytes, **fit.summary()}
 
 
 def run_one(tmp: Path, name: str, n: int, policy: str, params: dict[str, Any], trace: str,
@@ -200,8 +202,12 @@ def main() -> int:
     ap.add_argument("--fit-min-transfer-ms", type=float, default=NETNS_MIN_TRANSFER_MS,
                     help="fit the transport's efficiencies on transfers of at least this "
                     "many ms (0: on every point, the previous fit)")
+    ap.add_argument("--message-bytes", action="store_true",
+                    help="fit the transport's fixed wire bytes per message too "
+                    "(compctl calibrate --fit-message-bytes)")
     args = ap.parse_args()
-    global REUSE, PRICING, MIN_TRANSFER_MS
+    global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES
+    MESSAGE_BYTES = args.message_bytes
     MIN_TRANSFER_MS = args.fit_min_transfer_ms
     REUSE = bool(args.reuse and args.keep)
     PRICING = args.pricing
@@ -225,7 +231,8 @@ def main() -> int:
               f"transfer time from {t.get('allgather_reference_s', 0.0) * 1e3:.3g} ms), calls "
               f"per tensor "
               f"{t.get('call_per_tensor', 0)}, efficiency "
-              f"{t['bandwidth_efficiency']:.3f} (fit MAPE {t['fit']['mean_abs_rel_error']:.1%}); "
+              f"{t['bandwidth_efficiency']:.3f}, {t.get('message_bytes', 0.0):.0f} B per "
+              f"message (fit MAPE {t['fit']['mean_abs_rel_error']:.1%}); "
               f"compute x{c['compute_scale']:.3f}, extra latency "
               f"{c['extra_latency_s'] * 1e6:.1f} us/term, compression x{c['compress_scale']:.3f}, "
               f"agreement {c['agreement_s'] * 1e3:.3f} ms")

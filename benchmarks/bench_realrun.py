@@ -53,9 +53,13 @@ def _median_iter(path: Path, skip: int = 10) -> float:
 
 
 def _overhead_rank(rank: int, world: int, port: int, wl_name: str, steps: int,
-                   q: Any) -> None:
-    """One rank: a plain DDP model and a hooked one, trained alternately on the same batches,
-    so machine-load drift hits both equally. Puts (builtin_times, hook_times) on ``q``."""
+                   q: Any, device: str = "cpu", backend: str = "gloo",
+                   synthetic: bool = False) -> None:
+    """One rank: a plain DDP model and hooked ones, trained alternately on the same batches,
+    so machine-load drift hits all equally. Puts the three lists of times on ``q``.
+
+    ``device`` ``cuda`` puts rank r on ``cuda:r % GPUs`` (ranks may share a GPU with gloo) and
+    waits for the device before reading each clock."""
     import os
     import time
 
@@ -64,25 +68,38 @@ def _overhead_rank(rank: int, world: int, port: int, wl_name: str, steps: int,
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from realrun.hook import CompressionHookState, compression_hook
+    from realrun.synthetic import synthetic_workload
     from realrun.workloads import get_workload
     from sim.control import make_policy
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    wl = get_workload(wl_name)
+    cuda = device == "cuda"
+    if cuda:
+        index = rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        dev = torch.device("cuda", index)
+    else:
+        dev = torch.device("cpu")
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    wl = synthetic_workload(wl_name) if synthetic else get_workload(wl_name)
     # 0: DDP's built-in allreduce; 1: the hook as the trainer runs static policies (measurements
     # agreed once at the end); 2: the hook with per-step agreement (as for adaptive policies).
     models, states, opts = [], [], []
     for k in range(3):
-        model = wl.build_model(0)
-        ddp = DDP(model)
+        model = wl.build_model(0).to(dev)
+        ddp = DDP(model, device_ids=[dev.index] if cuda else None)
         state = None
         if k > 0:
             state = CompressionHookState(
                 controller=make_policy("dense"), world_size=world, rank=rank,
                 param_names={id(p): n for n, p in model.named_parameters()},
-                agree_each_step=(k == 2))
+                agree_each_step=(k == 2), device=dev)
             ddp.register_comm_hook(state, compression_hook)
         models.append(ddp)
         states.append(state)
@@ -91,14 +108,17 @@ def _overhead_rank(rank: int, world: int, port: int, wl_name: str, steps: int,
     times: list[list[float]] = [[], [], []]
     for it in range(steps):
         x, y = next(data)
+        x, y = x.to(dev), y.to(dev)
         order = [(it + j) % 3 for j in range(3)]  # rotate the order every iteration
         for k in order:
             m = models[k]
             dist.barrier()
+            sync()
             t = time.perf_counter()
             wl.loss_fn(m(x), y).backward()
             opts[k].step()
             opts[k].zero_grad()
+            sync()
             st = states[k]
             if st is not None:
                 # The agreement is part of the hook's cost: timed, as the trainer calls it.
@@ -112,29 +132,39 @@ def _overhead_rank(rank: int, world: int, port: int, wl_name: str, steps: int,
     dist.destroy_process_group()
 
 
-def bench_overhead(tmp: Path, steps: int, repeats: int) -> list[dict[str, Any]]:
+def bench_overhead(tmp: Path, steps: int, repeats: int, *, device: str = "cpu",
+                   backend: str = "gloo", nproc: int = 2,
+                   workloads: tuple[str, ...] = ("digits-cnn", "char-lstm"),
+                   synthetic: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Median iteration time of built-in DDP vs the hook, ``repeats`` process groups each;
+    workloads named in ``synthetic`` run as synthetic profiles (:mod:`realrun.synthetic`)."""
     import torch.multiprocessing as mp
 
     from realrun.launcher import free_port
 
     out = []
     ctx = mp.get_context("spawn")
-    for wl in ("digits-cnn", "char-lstm"):
+    skip = min(10, steps // 3)
+    for wl in (*workloads, *synthetic):
         ratios, live, base_ms, hook_ms, live_ms = [], [], [], [], []
         for _ in range(repeats):
             q = ctx.SimpleQueue()
-            mp.start_processes(_overhead_rank, args=(2, free_port(), wl, steps, q), nprocs=2,
-                               join=True, start_method="spawn")
+            mp.start_processes(_overhead_rank,
+                               args=(nproc, free_port(), wl, steps, q, device, backend,
+                                     wl in synthetic),
+                               nprocs=nproc, join=True, start_method="spawn")
             base, hook, hook_live = q.get()
-            b = statistics.median(base[10:])
-            h = statistics.median(hook[10:])
-            hl = statistics.median(hook_live[10:])
+            b = statistics.median(base[skip:])
+            h = statistics.median(hook[skip:])
+            hl = statistics.median(hook_live[skip:])
             ratios.append(h / b)
             live.append(hl / b)
             base_ms.append(b * 1e3)
             hook_ms.append(h * 1e3)
             live_ms.append(hl * 1e3)
-        out.append({"workload": wl, "builtin_ms": statistics.median(base_ms),
+        out.append({"workload": wl, "synthetic": wl in synthetic, "device": device,
+                    "backend": backend, "ranks": nproc,
+                    "builtin_ms": statistics.median(base_ms),
                     "hook_ms": statistics.median(hook_ms),
                     "hook_live_ms": statistics.median(live_ms),
                     "ratio": statistics.median(ratios), "ratios": ratios,
@@ -149,7 +179,9 @@ def bench_validate(tmp: Path, steps: int) -> dict[str, Any]:
         cfg = RealConfig(workload="digits-cnn", steps=steps, emulation="hook", trace=trace,
                          policy=policy, policy_params=params, eval_every=steps, seed=seed,
                          agreement=agreement)
-        return launch(cfg, tmp / name)
+        path = launch(cfg, tmp / name)
+        assert path is not None
+        return path
 
     # Calibration on runs of their own (seed 1), never on the validated ones (seed 2).
     cal_dense = run("cal-dense", "dense", {}, CONST, CAL_SEED)

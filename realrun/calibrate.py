@@ -141,7 +141,10 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
         # sparse payload's values and indices in calls of their own.
         call_per_tensor=bool(args.measure),
         min_transfer_s=min_ms * 1e-3,
+        message_bytes=bool(getattr(args, "fit_message_bytes", False)),
     )
+    if getattr(args, "fit_message_bytes", False):
+        sources.append(f"{fit.transport.message_bytes:.0f} B per message fitted")
     doc = calibration_document(fit, source="; ".join(sources))
     if args.save_measurements:
         write_csv(args.save_measurements, points)

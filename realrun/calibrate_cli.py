@@ -65,6 +65,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "the points span three times or more) instead of one efficiency; fits the "
                    "microbenchmark better but made delay-driven policies' validation worse "
                    "(docs/calibration.md)")
+    p.add_argument("--fit-message-bytes", action="store_true",
+                   help="also fit message_bytes, the fixed wire bytes every message of a "
+                   "step carries (headers, ACKs on the shaped egress, the library's control "
+                   "messages): small messages at low rates are slower than their payload "
+                   "predicts (default: not fitted, 0)")
     p.add_argument("--fit-min-transfer-ms", type=float, default=None, metavar="MS",
                    help="points on shaped links: fit the bandwidth efficiencies on transfers "
                    "of at least this many ms at the link rate only (then the latencies on every "

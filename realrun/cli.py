@@ -37,7 +37,8 @@ Emulation modes (recorded in meta.json): hook = delay and bandwidth emulated in 
 netns = ranks in network namespaces, bandwidth by tbf following the trace, delay in the hook
 (root); tc = netem delay+rate on --iface (root, needs the netem qdisc); none = no emulation.
 Devices: --device auto (CUDA when available: rank i on cuda:i, NCCL), cpu, or cuda; more
-ranks per node than GPUs is an error unless --device cpu.
+ranks per node than GPUs is an error unless --device cpu (or, with --backend gloo,
+--share-gpu, which puts several ranks on one GPU).
 Multi-node: on each node run the same command with --nnodes N --node-rank K
 --rdzv-endpoint HOST:PORT (HOST = node 0's address; rank 0 listens there, on that address
 only, on PORT: open it between the nodes); node 0 writes the run. Or launch the ranks with
@@ -98,6 +99,9 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="process-group backend (auto: nccl on CUDA, gloo on CPU)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where ranks compute (auto: CUDA when available, one GPU per rank)")
+    p.add_argument("--share-gpu", action="store_true",
+                   help="let ranks share GPUs (rank i on cuda:i %% GPUs); gloo only, for "
+                   "exercising CUDA tensors across ranks on a one-GPU machine")
     p.add_argument("--nnodes", type=int, default=1, help="nodes of a multi-node run")
     p.add_argument("--node-rank", type=int, default=0, help="this node's index (0..nnodes-1)")
     p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
@@ -160,6 +164,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         use_hook=not args.no_hook,
         agreement=args.agreement,
         device=args.device,
+        share_gpu=args.share_gpu,
         nnodes=args.nnodes,
         sync=sync,
         groups=groups,

@@ -32,6 +32,7 @@ _LOSS_DEFAULTS: dict[str, Any] = {
 #: The policy shortcuts (as ``compctl sim``'s), left out of ``to_dict`` when not given.
 _SHORTCUT_DEFAULTS: dict[str, Any] = {
     "collective": None, "density": None, "compressor": None, "auto_collectives": None,
+    "share_gpu": False,
 }
 #: Monitor options, left out of ``to_dict`` at their defaults (earlier runs' ids unchanged).
 _MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0}
@@ -72,6 +73,8 @@ class RealConfig:
         backend: ``gloo``, ``nccl`` or ``auto`` (NCCL on CUDA, gloo on CPU).
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda`` (rank ``LOCAL_RANK`` on
             ``cuda:LOCAL_RANK``); see :mod:`realrun.devices`.
+        share_gpu: let more ranks than GPUs share them (rank ``LOCAL_RANK`` on
+            ``cuda:LOCAL_RANK % GPUs``); gloo only, for testing CUDA paths on a one-GPU machine.
         use_hook: ``False`` runs DDP's built-in allreduce (baseline for overhead and accuracy).
         agreement: when the hook agrees measurements across ranks: ``auto`` (every step for
             controllers that read observations, once at the end for static ``dense``/``fixed``
@@ -129,6 +132,7 @@ class RealConfig:
     density: float | None = None
     compressor: str | None = None
     auto_collectives: str | None = None
+    share_gpu: bool = False
     latency_pings: int = 0
 
     def __post_init__(self) -> None:
@@ -164,6 +168,11 @@ class RealConfig:
             raise InputError(f"backend must be auto, gloo or nccl, got {self.backend!r}")
         if self.device not in DEVICES:
             raise InputError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if not isinstance(self.share_gpu, bool):
+            raise InputError(f"share_gpu must be true or false, got {self.share_gpu!r}")
+        if self.share_gpu and (self.device == "cpu" or self.backend != "gloo"):
+            raise InputError("--share-gpu puts several gloo ranks on one GPU: it needs "
+                             "--backend gloo and a CUDA device (NCCL refuses shared GPUs)")
         if self.nnodes > 1 and self.emulation == "netns":
             raise InputError("emulation 'netns' runs on one machine: use hook, tc or none "
                              "across nodes")

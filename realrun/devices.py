@@ -57,9 +57,12 @@ def machine_facts() -> MachineFacts:
     return MachineFacts(cuda, int(torch.cuda.device_count()) if cuda else 0, os.cpu_count() or 1)
 
 
-def resolve_device(requested: str, *, local_ranks: int, facts: MachineFacts) -> str:
+def resolve_device(
+    requested: str, *, local_ranks: int, facts: MachineFacts, share_gpu: bool = False
+) -> str:
     """``cpu`` or ``cuda`` for a node running ``local_ranks`` ranks; :class:`InputError` when the
-    request cannot be met (unknown name, no CUDA, fewer GPUs than local ranks)."""
+    request cannot be met (unknown name, no CUDA, fewer GPUs than local ranks unless
+    ``share_gpu``)."""
     if requested not in DEVICES:
         raise InputError(f"device must be one of {', '.join(DEVICES)}, got {requested!r}")
     if requested == "cpu":
@@ -69,7 +72,7 @@ def resolve_device(requested: str, *, local_ranks: int, facts: MachineFacts) -> 
             raise InputError("--device cuda: CUDA is not available on this machine "
                              "(use --device cpu)")
         return "cpu"
-    if local_ranks > facts.gpu_count:
+    if local_ranks > facts.gpu_count and not share_gpu:
         raise InputError(
             f"{local_ranks} ranks on this node but {facts.gpu_count} GPU(s): one rank per GPU "
             "(lower --nproc, or run the ranks on CPU with --device cpu)"
@@ -88,9 +91,11 @@ def resolve_backend(requested: str, device: str) -> str:
     return requested
 
 
-def check_nproc(nproc: int, device: str, *, facts: MachineFacts) -> None:
+def check_nproc(
+    nproc: int, device: str, *, facts: MachineFacts, share_gpu: bool = False
+) -> None:
     """Refuse more local ranks than the device can hold, saying why."""
-    if device == "cuda" and nproc > facts.gpu_count:
+    if device == "cuda" and nproc > facts.gpu_count and not share_gpu:
         raise InputError(f"--nproc {nproc} exceeds the {facts.gpu_count} GPU(s) of this node "
                          "(one rank per GPU)")
     limit = MAX_RANKS_PER_CORE * facts.cpu_count
@@ -102,21 +107,25 @@ def check_nproc(nproc: int, device: str, *, facts: MachineFacts) -> None:
         )
 
 
-def transfer_note(device: str, backend: str) -> str:
+def transfer_note(device: str, backend: str, *, shared: bool = False) -> str:
     """How gradients reach the wire, for ``meta.json``."""
     if device == "cuda" and backend == "gloo":
-        return "cuda tensors staged through host memory by gloo"
+        note = "cuda tensors staged through host memory by gloo"
+        return note + " (ranks share GPUs)" if shared else note
     if device == "cuda":
         return "device-direct (nccl)"
     return "host"
 
 
-def rank_device(kind: str, local_rank: int) -> Any:
-    """The ``torch.device`` of this rank; on CUDA it also becomes the current device."""
+def rank_device(kind: str, local_rank: int, *, gpu_count: int | None = None) -> Any:
+    """The ``torch.device`` of this rank; on CUDA it also becomes the current device.
+
+    ``gpu_count`` (ranks sharing GPUs) maps the rank to ``cuda:local_rank % gpu_count``."""
     import torch
 
     if kind == "cuda":
-        dev = torch.device("cuda", local_rank)
+        index = local_rank % gpu_count if gpu_count else local_rank
+        dev = torch.device("cuda", index)
         torch.cuda.set_device(dev)
         return dev
     return torch.device("cpu")

@@ -287,8 +287,9 @@ def _check(cfg: RealConfig, node_rank: int, rdzv: tuple[str, int] | None) -> tup
     if cfg.nnodes > 1 and rdzv is None:
         raise InputError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address)")
     facts = machine_facts()
-    kind = resolve_device(cfg.device, local_ranks=cfg.nproc, facts=facts)
-    check_nproc(cfg.nproc, kind, facts=facts)
+    kind = resolve_device(cfg.device, local_ranks=cfg.nproc, facts=facts,
+                          share_gpu=cfg.share_gpu)
+    check_nproc(cfg.nproc, kind, facts=facts, share_gpu=cfg.share_gpu)
     backend = resolve_backend(cfg.backend, kind)
     if cfg.emulation == "tc":
         from .tcmode import check_tc_mode

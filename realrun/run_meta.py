@@ -46,7 +46,7 @@ def run_meta(cfg: RealConfig, *, world: int, params: int, backend: str, device: 
         "bucket_bytes": cfg.bucket_cap_mb * 2**20,
         "backend": backend,
         "device": device,
-        "transfer": transfer_note(device, backend),
+        "transfer": transfer_note(device, backend, shared=cfg.share_gpu),
         "timing": "cuda-events" if device == "cuda" else "perf-counter",
         "torch": torch.__version__,
         "python": platform.python_version(),

@@ -419,12 +419,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         world = int(os.environ["WORLD_SIZE"])
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-        kind = resolve_device(cfg.device, local_ranks=local_world, facts=machine_facts())
+        facts = machine_facts()
+        kind = resolve_device(cfg.device, local_ranks=local_world, facts=facts,
+                              share_gpu=cfg.share_gpu)
         backend = resolve_backend(cfg.backend, kind)
     except (InputError, KeyError, ValueError) as exc:
         sys.stderr.write(f"realrun.worker: error: {exc}\n")
         return 2
-    device = rank_device(kind, local_rank)
+    device = rank_device(kind, local_rank,
+                         gpu_count=facts.gpu_count if cfg.share_gpu else None)
     _init_group(backend, rank, world, args.timeout_s)
     drop_privileges()
     try:

@@ -176,6 +176,13 @@ class SimConfig:
             own, normally ``"default"``), ``"default"``, ``"all"`` or a list of collective names
             (stored comma-joined; :func:`sim.control.selector.resolve_auto_collectives`). In
             :meth:`to_dict` only when set, so earlier configurations are unchanged.
+        warmup_steps: the first this many iterations run the dense default decision without
+            asking the policy and feed no link monitor, as a real run's hook does
+            (``compctl real --warmup-steps``, 1 there: DDP rebuilds its buckets after the first
+            iteration and the connections warm up); the policy's first observation is then
+            the last warm-up iteration's measurement, with no link estimate. ``compctl
+            validate`` sets it from the real run. 0 (the default): the policy decides every
+            iteration; in :meth:`to_dict` only when set, so earlier configurations are unchanged.
 
     The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
     when not at their defaults, so earlier configurations (and their run ids) are unchanged.
@@ -218,6 +225,7 @@ class SimConfig:
     groups: int = 1
     shuffle_every: int = 1
     auto_collectives: str | None = None
+    warmup_steps: int = 0
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives
@@ -268,6 +276,7 @@ class SimConfig:
         need_pos("intra_latency_s", self.intra_latency_s, allow_zero=True)
         need_pos("intra_bandwidth_Bps", self.intra_bandwidth_Bps)
         need_int("dtype_bytes", self.dtype_bytes, 1)
+        need_int("warmup_steps", self.warmup_steps, 0)
         if self.fidelity not in FIDELITIES:
             raise InputError(
                 f"fidelity must be one of {', '.join(FIDELITIES)}, got {self.fidelity!r}"
@@ -322,6 +331,8 @@ class SimConfig:
         d["policy_params"] = dict(self.policy_params)
         if d["auto_collectives"] is None:
             del d["auto_collectives"]
+        if d["warmup_steps"] == 0:
+            del d["warmup_steps"]
         for name, default in (
             *_STEPWISE_DEFAULTS.items(),
             *_SYNC_DEFAULTS.items(),
@@ -367,7 +378,7 @@ class SimConfig:
         # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
         for name in (
             "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
-            "shuffle_every", "mtu_bytes",
+            "shuffle_every", "mtu_bytes", "warmup_steps",
         ):
             v = kw.get(name)
             if isinstance(v, float) and v.is_integer():

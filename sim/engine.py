@@ -605,14 +605,16 @@ def simulate(
         )
         for it in range(cfg.iterations):
             state["factor"] = factor = stragglers.next_factor()
-            decision = policy.decide(obs)
+            # Warm-up (a real hook's first iterations): the dense default, unobserved.
+            warm = it < cfg.warmup_steps
+            decision = Decision() if warm else policy.decide(obs)
             if not isinstance(decision, Decision):
                 raise InputError(f"policy {cfg.policy!r} returned {decision!r}, not a Decision")
             if sync_default and decision.sync == "allreduce":
                 decision = decision.with_sync(cfg.sync, cfg.groups, cfg.shuffle_every)
             plan = model.plan(decision, it)
             start = env.now
-            res = model.run(plan, start, factor, observe)
+            res = model.run(plan, start, factor, None if warm else observe)
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
             cols["start_s"].append(start)
             cols["compute_s"].append(res.compute_s)

@@ -90,6 +90,8 @@ class CompiledPhase:
     gather: bool = False  # an allgather phase (its own efficiency model)
     # Messages of unequal sizes: the flows for the exact max-min fair share (None: all equal).
     fair: FairFlows | None = None
+    # Messages each link carries per step (for the transport's per-message wire bytes).
+    load_msgs: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,6 +249,7 @@ class StepwiseNetwork:
             ids = paths[hops]
             w = np.broadcast_to(ph.nbytes[:, None], paths.shape)[hops]
             load = np.bincount(ids, weights=w, minlength=topo.n_links)
+            msgs = np.bincount(ids, minlength=topo.n_links).astype(float)
             # Unresolved "auto" is the plain transport's: per-flow hashing.
             if topo.spines > 1 and topo.load_balancing != "spray":
                 load = self._hashed(load, paths, ph.nbytes, ph.src, ph.dst)
@@ -259,7 +262,7 @@ class StepwiseNetwork:
             if np.any(ph.nbytes != ph.nbytes[0]):
                 fair = fair_flows(topo, paths, ph.src, ph.dst)
             phases.append(CompiledPhase(used, load[used], paths, ph.nbytes, ph.repeats, t, ph.name,
-                                        eff, calls, gather, fair))
+                                        eff, calls, gather, fair, msgs[used]))
             biggest = max(biggest, float(ph.nbytes.max()))
         cb = self.transport.chunk_bytes
         chunks = max(1, math.ceil(biggest / cb)) if cb > 0 else 1
@@ -314,13 +317,18 @@ class StepwiseNetwork:
         if ph.gather and tp.allgather_efficiency_per_doubling != 0.0:
             eff = tp.allgather_efficiency_at(float((ph.load_bytes * share / bw[ph.links]).max()))
         eff = eff if eff > 0 else tp.bandwidth_efficiency
+        load, msg = ph.load_bytes * share, ph.msg_bytes * share
+        if tp.message_bytes > 0 and ph.load_msgs is not None:
+            # every message (of every call) carries the fixed wire bytes on top
+            load = load + tp.message_bytes * ph.load_msgs
+            msg = msg + tp.message_bytes
         if ph.fair is not None:
-            x = fair_transfer_s(ph.fair, ph.msg_bytes * share, lat_path, bw * eff, tp.window_bytes)
+            x = fair_transfer_s(ph.fair, msg, lat_path, bw * eff, tp.window_bytes)
             return max(x, tp.hop_floor_s)
-        x = float((ph.load_bytes * share / (bw[ph.links] * eff)).max())
+        x = float((load / (bw[ph.links] * eff)).max())
         if tp.window_bytes > 0:
             rtt = 2.0 * lat_path
-            capped = ph.msg_bytes * share * rtt / tp.window_bytes
+            capped = msg * rtt / tp.window_bytes
             x = max(x, float(capped.max()))
         if tp.hop_floor_s > 0:
             x = max(x, tp.hop_floor_s)

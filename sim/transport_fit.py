@@ -124,6 +124,7 @@ def fit_transport(
     allgather_by_size: bool = False,
     call_per_tensor: bool = False,
     min_transfer_s: float = 0.0,
+    message_bytes: bool = False,
 ) -> FitResult:
     """Fit ``base``'s latencies and bandwidth efficiency to ``points`` (module docstring).
 
@@ -145,6 +146,10 @@ def fit_transport(
     of traffic), so shorter transfers run faster than the sustained rate and, fitted with the
     long ones, pull the efficiencies up (2 ranks, netns: allgather 0.82-0.89 fitted on all
     points, 0.65 on transfers >= 2 ms, the efficiency the sparse exchange reaches in training).
+
+    ``message_bytes``: also fit the transport's ``message_bytes`` (fixed wire bytes per message
+    of a step, >= 0), with the latencies (on every fitted point, after the efficiencies with
+    ``min_transfer_s``); otherwise it stays at the base transport's value.
     """
     import numpy as np
     from scipy.optimize import least_squares
@@ -195,6 +200,8 @@ def fit_transport(
     if by_size:
         mean_log2 = sum(math.log2(t) for t in ag_times) / len(ag_times)
         unit = replace(unit, allgather_reference_s=float(2.0 ** round(mean_log2)))
+    # index of the per-message bytes in x (after the allgather terms), in units of 100 bytes
+    mb = ag + (1 if gathers else 0) + (1 if by_size else 0)
 
     def transport_for(x: np.ndarray, model: str) -> tuple[Transport, float]:
         """The candidate transport and, for unshaped points, the link bandwidth."""
@@ -202,6 +209,8 @@ def fit_transport(
         hop_s = float(x[1]) * 1e-6
         tp = replace(unit, base_latency_s=b_s, hop_latency_s=hop_s if model == "additive"
                      else 0.0, hop_floor_s=hop_s if model == "overlap" else 0.0)
+        if message_bytes:
+            tp = replace(tp, message_bytes=max(float(x[mb]), 0.0) * 100.0)
         if per_point:
             return replace(tp, bandwidth_efficiency=min(1.0, float(x[0])),
                            allgather_efficiency=min(1.0, float(x[ag])) if gathers else 0.0,
@@ -232,6 +241,8 @@ def fit_transport(
         lo, hi = lo + [1e-6], hi + [1.0]
     if by_size:
         lo, hi = lo + [-0.25], hi + [0.25]
+    if message_bytes:
+        lo, hi = lo + [0.0], hi + [np.inf]
     # Two per-hop latency models (sim.transports): additive (hop_latency_s) and overlapping
     # the transfer (hop_floor_s); the one with the smaller residual on the fitted points wins
     # (additive on a tie).
@@ -257,7 +268,8 @@ def fit_transport(
 
     for model, hop0 in (("additive", 0.5 * per_step0), ("overlap", per_step0)):
         x0 = np.array([first, hop0 * 1e6] + ([] if base_held else [0.5 * hop0 * 1e6])
-                      + ([first] if gathers else []) + ([0.0] if by_size else []))
+                      + ([first] if gathers else []) + ([0.0] if by_size else [])
+                      + ([1.0] if message_bytes else []))
         every = list(range(len(x0)))
         x = solve(long_train, x0, every, model)
         if min_transfer_s > 0:

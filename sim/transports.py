@@ -35,8 +35,13 @@ A :class:`Transport` is a named parameter set:
   its own size's efficiency (0: one call carries the whole payload). The calls of one step
   share the link latency of that step (the netns emulation sleeps one collective's latency per
   exchange); a link with real latency would add it once more per extra call.
+- ``message_bytes``: fixed wire bytes every message of a step carries beyond its payload
+  (TCP/IP and Ethernet headers of its last, partly filled segment, the ACKs of the reverse flow
+  on the same shaped egress, the library's own control messages): a step's link carries its
+  messages' bytes plus this many per message, so small messages run slower than their payload
+  alone predicts at low link rates (0: none; ``compctl calibrate --fit-message-bytes``).
 
-The three fields above are left out of :meth:`Transport.to_dict` and written calibration files
+The four fields above are left out of :meth:`Transport.to_dict` and written calibration files
 at their defaults, so outputs that do not use them stay byte for byte as before.
 
 Bundled sets (sources; none of the values is fitted to a measurement here):
@@ -114,6 +119,7 @@ class Transport:
     allgather_efficiency_per_doubling: float = 0.0
     allgather_reference_s: float = 0.01
     call_per_tensor: int = 0
+    message_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -178,6 +184,7 @@ OPTIONAL_DEFAULTS: dict[str, float] = {
     "allgather_efficiency_per_doubling": 0.0,
     "allgather_reference_s": 0.01,
     "call_per_tensor": 0,
+    "message_bytes": 0.0,
 }
 
 

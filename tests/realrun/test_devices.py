@@ -150,3 +150,41 @@ def test_hook_clock_waits_for_the_device_on_cuda(monkeypatch: pytest.MonkeyPatch
     cuda = torch.device("cuda", 0)
     CompressionHookState(**kwargs, device=cuda).clock()  # type: ignore[arg-type]
     assert synced == [cuda]
+
+
+def test_share_gpu_lets_gloo_ranks_share_one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    one_gpu = MachineFacts(True, 1, 16)
+    assert resolve_device("cuda", local_ranks=2, facts=one_gpu, share_gpu=True) == "cuda"
+    check_nproc(2, "cuda", facts=one_gpu, share_gpu=True)
+    with pytest.raises(InputError, match="one rank per GPU"):
+        check_nproc(2, "cuda", facts=one_gpu)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda dev: None)
+    assert devices.rank_device("cuda", 3, gpu_count=2) == torch.device("cuda", 1)
+    assert transfer_note("cuda", "gloo", shared=True).endswith("(ranks share GPUs)")
+
+
+@pytest.mark.parametrize("argv", [["--share-gpu"], ["--share-gpu", "--backend", "nccl"],
+                                  ["--share-gpu", "--backend", "gloo", "--device", "cpu"]])
+def test_share_gpu_needs_gloo_on_cuda(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    monkeypatch.setattr(devices, "machine_facts", lambda: MachineFacts(True, 1, 16))
+    out = tmp_path / "r"
+    code = main(["real", "--workload", "digits-mlp", "--trace", "const:bw_mbps=80",
+                 "--out", str(out), *argv])
+    assert code == 2
+    assert "--share-gpu" in _err_line(capsys)
+    assert not out.exists()
+
+
+def test_share_gpu_is_left_out_of_configs_that_do_not_use_it() -> None:
+    from realrun.config import RealConfig
+
+    plain = RealConfig(workload="digits-mlp", trace="const:bw_mbps=80")
+    assert "share_gpu" not in plain.to_dict()
+    shared = RealConfig(workload="digits-mlp", trace="const:bw_mbps=80", backend="gloo",
+                        device="cuda", share_gpu=True)
+    assert RealConfig.from_dict(shared.to_dict()) == shared

@@ -1,0 +1,223 @@
+"""The real path's GPU checks, in one script: runs, hook overhead and compressor timings on CUDA.
+
+Usage: ``python benchmarks/bench_gpu.py --json FILE [--md FILE] [--device cuda] [--steps 100]``
+(``bash benchmarks/gpu_checks.sh OUTDIR`` runs every part, each time-boxed.)
+
+What it measures (each part is timed on the machine it runs on, nothing is carried over):
+
+1. Environment: torch and CUDA versions, GPU name and count.
+2. Real runs (``compctl real`` through :func:`realrun.launcher.launch`, no network emulation):
+   1 rank over NCCL, and 2 ranks over gloo with CUDA tensors (``--share-gpu`` where the machine
+   has one GPU), each dense through the hook, top-k 1% through the hook, and DDP's built-in
+   allreduce (``--no-hook``); digits-cnn (real training) and the resnet50 profile as a synthetic
+   model (25.6 M parameters, compute emulated). Reported: median iteration, compute,
+   compression and communication time per step (first 10 % of steps left out) and what the
+   run's ``meta.json`` says of its device, backend, transfer and timing.
+3. Hook overhead (``benchmarks/bench_realrun.py``'s interleaved method): built-in DDP, the hook
+   with the dense policy and the hook agreeing every step, trained in turn on the same batches
+   in the same processes; ratios of medians.
+4. Compressors on the device: ``compctl bench compressors --device DEVICE`` at 10 M and 100 M
+   elements, densities 0.001 and 0.01.
+
+With ``--device cpu`` the same script runs on a machine without a GPU (a dry run of the
+plumbing; the numbers then describe the CPU). ``--from-json`` renders saved results as
+Markdown without measuring anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_realrun import bench_overhead  # noqa: E402
+
+from realrun.config import RealConfig  # noqa: E402
+from realrun.launcher import launch  # noqa: E402
+from sim.rundir import read_run  # noqa: E402
+
+#: (label, policy, params, use_hook)
+VARIANTS: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
+    ("builtin", "dense", {}, False),
+    ("hook-dense", "dense", {}, True),
+    ("hook-topk-1%", "fixed", {"density": 0.01, "compressor": "topk",
+                               "collective": "allgather"}, True),
+)
+
+
+def environment() -> dict[str, Any]:
+    """Versions and the devices this process sees."""
+    import torch
+
+    env: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(),
+                           "cuda_available": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        env.update(cuda=torch.version.cuda, gpus=torch.cuda.device_count(),
+                   gpu=torch.cuda.get_device_name(0),
+                   nccl=".".join(map(str, torch.cuda.nccl.version())))
+    return env
+
+
+def _summary(path: Path) -> dict[str, Any]:
+    rec, meta = read_run(path)
+    skip = max(1, len(rec) // 10)
+    steady = rec.iloc[skip:]
+    row: dict[str, Any] = {k: meta.get(k) for k in ("device", "backend", "transfer", "timing")}
+    for col in ("iter_s", "compute_s", "compress_s", "comm_s", "exposed_comm_s"):
+        if col in steady:
+            row[f"{col[:-2]}_ms"] = float(steady[col].median() * 1e3)
+    row["steps"] = int(len(rec))
+    return row
+
+
+def real_runs(out: Path, device: str, steps: int, synth_steps: int,
+              rows: list[dict[str, Any]], on_row: Any = None) -> None:
+    """Every (rank set-up, workload, variant) run; appends one row each to ``rows`` and calls
+    ``on_row`` after each (so a time-boxed run keeps what finished)."""
+    import torch
+
+    setups: list[tuple[str, int, str, bool]] = [("1 rank nccl", 1, "nccl", False),
+                                                ("2 ranks gloo", 2, "gloo", False)]
+    if device == "cuda" and torch.cuda.device_count() < 2:
+        setups[1] = ("2 ranks gloo, one shared GPU", 2, "gloo", True)
+    if device == "cpu":
+        setups = [("1 rank gloo", 1, "gloo", False), ("2 ranks gloo", 2, "gloo", False)]
+    for workload, synthetic, n in (("digits-cnn", False, steps),
+                                   ("resnet50", True, synth_steps)):
+        for setup, nproc, backend, share in setups:
+            for label, policy, params, hook in VARIANTS:
+                cfg = RealConfig(workload=workload, nproc=nproc, steps=n, emulation="none",
+                                 policy=policy, policy_params=params, use_hook=hook,
+                                 backend=backend, device=device, share_gpu=share,
+                                 synthetic=synthetic, eval_every=n, threads=1)
+                name = f"{setup.split(',')[0].replace(' ', '-')}-{workload}-{label}"
+                t0 = time.perf_counter()
+                row: dict[str, Any] = {
+                    "setup": setup, "workload": workload + (" (synthetic)" if synthetic else ""),
+                    "variant": label}
+                try:
+                    path = launch(cfg, out / "runs" / name, force=True)
+                    assert path is not None
+                    row.update(wall_s=time.perf_counter() - t0, **_summary(path))
+                except Exception as exc:  # noqa: BLE001 - one failed run is a result too
+                    row.update(error=f"{type(exc).__name__}: {exc}"[-2000:])
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if on_row is not None:
+                    on_row()
+
+
+def compressors(device: str, size: str) -> list[dict[str, Any]]:
+    """``compctl bench compressors`` on ``device`` at one vector size (its JSON rows)."""
+    cmd = [sys.executable, "-m", "sim.entry", "bench", "compressors", "--device", device,
+           "--sizes", size, "--density", "0.001,0.01", "--dist", "laplace",
+           "--repeats", "2", "--calls", "3", "--warmup", "10", "--json", "--quiet"]
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    rows: list[dict[str, Any]] = json.loads(done.stdout)
+    return rows
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    lines = ["# GPU checks", "", "```", json.dumps(result["environment"], indent=1), "```", "",
+             "## Real runs (median per step, ms)", "",
+             "| set-up | workload | variant | device | backend | transfer | iter | compute | "
+             "compress | comm |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result.get("runs", []):
+        if "error" in r:
+            lines.append(f"| {r['setup']} | {r['workload']} | {r['variant']} | failed: "
+                         f"{r['error'][:300]} | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['setup']} | {r['workload']} | {r['variant']} | {r['device']} | "
+            f"{r['backend']} | {r['transfer']} | {r.get('iter_ms', float('nan')):.3f} | "
+            f"{r.get('compute_ms', float('nan')):.3f} | {r.get('compress_ms', float('nan')):.3f}"
+            f" | {r.get('comm_ms', float('nan')):.3f} |")
+    lines += ["", "## Hook overhead (interleaved, ratio of medians to built-in DDP)", "",
+              "| set-up | workload | built-in ms | hook ms | ratio | per-step agreement ms | "
+              "ratio |", "|---|---|---|---|---|---|---|"]
+    for r in result.get("overhead", []):
+        lines.append(f"| {r['ranks']} x {r['backend']} on {r['device']} | {r['workload']} | "
+                     f"{r['builtin_ms']:.3f} | {r['hook_ms']:.3f} | {r['ratio']:.3f} | "
+                     f"{r['hook_live_ms']:.3f} | {r['ratio_live']:.3f} |")
+    lines += ["", "## Compressors (median / minimum ms per call)", "",
+              "| compressor | elements | density | input | median ms | min ms | achieved "
+              "density | vs topk |", "|---|---|---|---|---|---|---|---|"]
+    for r in result.get("compressors", []):
+        lines.append(f"| {r['compressor']} | {r['numel']} | {r['density']} | {r['input']} | "
+                     f"{r['time_s'] * 1e3:.3f} | {r['min_time_s'] * 1e3:.3f} | "
+                     f"{r['achieved_density']:.4g} | {r['speedup_vs_topk']:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", dest="json_path", default=None, help="write the results here")
+    ap.add_argument("--md", default=None, help="write the results as Markdown here")
+    ap.add_argument("--work", default=None, help="folder for the run directories (default: "
+                    "a temporary one)")
+    ap.add_argument("--from-json", nargs="*", default=None, metavar="FILE",
+                    help="merge these saved results and print them as Markdown")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--steps", type=int, default=100, help="steps of the digits-cnn runs")
+    ap.add_argument("--synthetic-steps", type=int, default=30,
+                    help="steps of the synthetic resnet50 runs")
+    ap.add_argument("--quick", action="store_true", help="small compressor sizes (dry run)")
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="process groups per overhead measurement (default 2)")
+    ap.add_argument("--only", default="runs,overhead,compressors",
+                    help="comma-separated parts to run")
+    args = ap.parse_args()
+    if args.from_json is not None:
+        merged: dict[str, Any] = {}
+        for f in args.from_json:
+            merged.update(json.loads(Path(f).read_text()))
+        sys.stdout.write(_markdown(merged))
+        return 0
+    out = Path(args.work or tempfile.mkdtemp(prefix="bench-gpu-"))
+    out.mkdir(parents=True, exist_ok=True)
+    parts = set(args.only.split(","))
+    result: dict[str, Any] = {"environment": environment()}
+    print(json.dumps(result["environment"]), flush=True)
+
+    def save() -> None:
+        if args.json_path:
+            Path(args.json_path).write_text(json.dumps(result, indent=1) + "\n")
+        if args.md:
+            Path(args.md).write_text(_markdown(result))
+
+    if "compressors" in parts:
+        result["compressors"] = []
+        for size in ("1M",) if args.quick else ("10M", "100M"):
+            result["compressors"] += compressors(args.device, size)
+            save()
+    if "runs" in parts:
+        result["runs"] = []
+        real_runs(out, args.device, args.steps, args.synthetic_steps, result["runs"], save)
+    if "overhead" in parts:
+        cuda = args.device == "cuda"
+        result["overhead"] = []
+        for wl, synth in (("digits-cnn", False), ("resnet50", True), ("char-lstm", False)):
+            for nproc, backend in ((1, "nccl" if cuda else "gloo"), (2, "gloo")):
+                rows = bench_overhead(out, args.synthetic_steps if synth else args.steps,
+                                      args.repeats, device=args.device, backend=backend,
+                                      nproc=nproc, workloads=() if synth else (wl,),
+                                      synthetic=(wl,) if synth else ())
+                result["overhead"] += rows
+                for r in rows:
+                    print(json.dumps(r), flush=True)
+                save()
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
