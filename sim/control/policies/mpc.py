@@ -18,7 +18,9 @@ Every ``window_steps`` steps the controller
    a real target, "hold ``d`` for a while, then finish at a higher density" (the switch up
    releases the lag the error-feedback residual holds back, the end game the oracle plays);
    a two-phase plan must win by ``two_phase_margin``, because its payoff rests on the model
-   over the whole horizon. A density scores as its best plan; the best density is applied
+   over the whole horizon. Switch points are tried every ``switch_chunks`` chunks of 8
+   iterations (1, the default: every 8 iterations; more: a cheaper plan, for real runs where
+   the plan runs on the critical path). A density scores as its best plan; the best density is applied
    unless it beats the density in force by less than ``switch_margin``.
 
 The first step (no estimate yet) runs the grid's smallest density with, per bucket, the
@@ -105,11 +107,14 @@ class LinkForecast:
     def __init__(self, history: int, floor: float = 0.0) -> None:
         self._xs: deque[float] = deque(maxlen=history)
         self._floor = float(floor)
+        #: :meth:`fit` of the current window (a plan asks for it once per density and case).
+        self._fit: tuple[float, float, float] | None = None
 
     def update(self, value: float) -> None:
         """Add one observation (positive; raised to the floor first, so that a signal touching
         zero does not send the log-space fit to minus infinity)."""
         self._xs.append(math.log(max(value, self._floor)))
+        self._fit = None
 
     def __len__(self) -> int:
         return len(self._xs)
@@ -117,6 +122,11 @@ class LinkForecast:
     def fit(self) -> tuple[float, float, float]:
         """``(level, trend per observation, residual std)`` in log units; level is the fitted
         value at the latest observation."""
+        if self._fit is None:
+            self._fit = self._fit_window()
+        return self._fit
+
+    def _fit_window(self) -> tuple[float, float, float]:
         xs = list(self._xs)
         n = len(xs)
         if n == 0:
@@ -200,6 +210,7 @@ class MpcPolicy(DensityPolicy):
         two_phase_margin: float = 0.03,
         replan_change: float = 0.25,
         replan_persist: int = 1,
+        switch_chunks: int = 1,
         initial_density: float = 0.001,
         probe_every: int = 0,
         probe_factor: float = 10.0,
@@ -234,6 +245,11 @@ class MpcPolicy(DensityPolicy):
         ):
             raise ValueError(f"replan_persist must be an integer >= 1, got {replan_persist!r}")
         self.replan_persist = int(replan_persist)
+        if isinstance(switch_chunks, bool) or not isinstance(switch_chunks, int) or (
+            switch_chunks < 1
+        ):
+            raise ValueError(f"switch_chunks must be an integer >= 1, got {switch_chunks!r}")
+        self.switch_chunks = int(switch_chunks)
         if probe_every < 0 or not probe_factor > 1.0:
             raise ValueError(f"need probe_every >= 0 and probe_factor > 1, got {probe_every!r}, "
                              f"{probe_factor!r}")
@@ -572,6 +588,7 @@ class MpcPolicy(DensityPolicy):
                 continue
             q, lag, prog = st.q, st.lag, st.progress
             n1 = 0.0
+            chunks = 0
             # The first phase never runs longer than holding d1 to the goal would.
             while n1 + _CHUNK < single[d1]:
                 eff, lag_star, rate = self._coeffs(d1, t0 + n1 + 0.5 * _CHUNK)
@@ -584,6 +601,9 @@ class MpcPolicy(DensityPolicy):
                 head = [n1 * x for x in it_s[d1]]
                 if self._robust(head) >= scores[d1]:
                     break
+                chunks += 1
+                if chunks % self.switch_chunks:
+                    continue  # not a candidate switch point
                 mean_head = sum(head) / len(head)
                 for d2 in higher:
                     # The robust score is at least the mean, so a longer finish cannot win.

@@ -285,3 +285,27 @@ def test_mpc_corrects_on_the_links_own_time_when_the_run_measured_it() -> None:
         obs = Observation(**{**base.__dict__,
                              "extra": {**base.extra, "link_comm_s": pred}})
     assert all(abs(c) < 1e-9 for c in p._corr.values())
+
+
+@pytest.mark.parametrize("k", [2, 3, 6])
+def test_coarser_switch_points_score_between_every_switch_and_holding(k: int) -> None:
+    # Fewer candidate switch points try a subset of the two-phase plans: never better than
+    # trying every one, never worse than holding.
+    from sim.control import Observation
+
+    obs = Observation(step=1, world_size=64, grad_bytes=100_000_000, latency_s=5e-3,
+                      bandwidth_Bps=1.25e9, compute_s=0.1, comm_s=0.1, compress_s=0.0,
+                      extra={"iteration_s": 0.2})
+    fine = make_policy("mpc", target_progress=150.0)
+    coarse = make_policy("mpc", target_progress=150.0, switch_chunks=k)
+    fine.decide(obs)
+    coarse.decide(obs)
+    every = fine._plan_scores(obs, 150.0, True)
+    some = coarse._plan_scores(obs, 150.0, True)
+    hold = coarse._plan_scores(obs, 150.0, False)
+    assert all(every[d] <= some[d] * (1 + 1e-12) for d in fine.grid)
+    assert all(some[d] <= hold[d] * (1 + 1e-12) for d in fine.grid)
+    assert min(some.values()) < min(hold.values())  # the finishing switch is still found
+    for bad in (0, 1.5, False):
+        with pytest.raises(ValueError, match="switch_chunks"):
+            make_policy("mpc", switch_chunks=bad)
