@@ -32,9 +32,11 @@ barely move it), and each bucket goes over the collective with the
 least corrected time (a real collective may run slower than its model).
 
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
-since the last plan, in each of the last ``replan_persist`` observations (1, the default: a move
-in the latest one; more: only a persistent move, so that noisy estimates in a real run, where a
-plan costs milliseconds on the critical path, do not re-plan every step).
+since the last plan, in each of the last ``replan_persist`` observations while it holds the
+grid's least density (1, the default: a move in the latest one; more: only a persistent move, so
+that noisy estimates of a tiny payload's byte term in a real run, where a plan costs
+milliseconds on the critical path, do not re-plan every step; above the least density any move
+re-plans at once, since a slower link costs every step it is not reacted to).
 
 A collective never run yet gets half the mean log correction of those that were (a correction
 absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
@@ -443,8 +445,9 @@ class MpcPolicy(DensityPolicy):
         for m in self._buckets(obs):
             best, best_s = "", math.inf
             for coll in self._candidates[comp]:
-                t = self._comm_terms(coll, obs, m, density, comp).time_s(lat, bw)
-                t *= math.exp(self._correction(coll))
+                terms = self._comm_terms(coll, obs, m, density, comp)
+                t = terms.time_s(lat, bw) * math.exp(self._dominated_correction(
+                    coll, terms, obs, m, density, comp))
                 if t < best_s:
                     best, best_s = coll, t
             choice[m] = best
@@ -465,6 +468,23 @@ class MpcPolicy(DensityPolicy):
         if self._ready[0] != sizes:
             self._ready = (sizes, ready_fractions(sizes))
         return self._ready[1]
+
+    def _dominated_correction(self, coll: str, terms: Any, obs: Observation, m: float,
+                              density: float, comp: str) -> float:
+        """:meth:`_correction` of ``coll``, raised for a collective never run to the correction
+        of any that ran whose terms it dominates for this bucket (as many latencies and bytes
+        or more: it cannot be faster on any link, so no inherited share of a measured slowdown
+        may make it look faster)."""
+        corr = self._correction(coll)
+        if coll in self._corr:
+            return corr
+        for ran, own in self._corr.items():
+            if own <= corr or ran not in self._candidates[comp]:
+                continue
+            other = self._comm_terms(ran, obs, m, density, comp)
+            if terms.n_alpha >= other.n_alpha and terms.n_bytes >= other.n_bytes:
+                corr = own
+        return corr
 
     def _correction(self, coll: str) -> float:
         """Log correction of ``coll``: its own once it ran, else half the mean of those that
@@ -688,10 +708,14 @@ class MpcPolicy(DensityPolicy):
                 math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
         moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
         self._moved_run = self._moved_run + 1 if moved >= math.log1p(self.replan_change) else 0
+        # Persistence only at the least density: its payload's byte term is the hardest to see
+        # under timing noise, and holding it is the cheapest mistake; above it, a slower link
+        # costs every step it is not reacted to.
+        persist = self.replan_persist if self._held <= self.grid[-1] else 1
         if (
             self._planned
             and self._since_plan < self.window_steps
-            and self._moved_run < self.replan_persist
+            and self._moved_run < persist
         ):
             return self._held
         self._since_plan = 0

@@ -309,3 +309,39 @@ def test_coarser_switch_points_score_between_every_switch_and_holding(k: int) ->
     for bad in (0, 1.5, False):
         with pytest.raises(ValueError, match="switch_chunks"):
             make_policy("mpc", switch_chunks=bad)
+
+
+def test_mpc_never_moves_to_an_untried_collective_its_measured_one_dominates() -> None:
+    # 2 ranks: AR-Topk has three latencies and the allgather's bytes, allgather one latency.
+    # Timing noise makes every allgather measure 12x its prediction: half of that, inherited,
+    # used to make the untried AR-Topk look cheaper (3 x 12 ** 0.5 < 12); it cannot be
+    # faster on any link, so it is never chosen.
+    from sim.control.selector import collective_time_s
+
+    lat, bw = 1e-3, 1.25e6
+    p = make_policy("mpc", switch_margin=0.999, window_steps=1)
+    obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+    colls = []
+    for k in range(30):
+        d = p.decide(obs)
+        colls.append(d.collective)
+        pred = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+        obs = _small_run_obs(k + 1, d, 12.0 * pred, bw)
+    assert set(colls) == {"allgather"}
+
+
+def test_mpc_persists_only_at_the_least_density() -> None:
+    # Held above the least density, one moved estimate re-plans at once even with
+    # replan_persist: the plan right after the move is the evidence.
+    p = make_policy("mpc", replan_persist=5, initial_density=0.1, switch_margin=0.999,
+                    densities="0.1,0.001")
+    obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+    d = p.decide(obs)
+    plans = []
+    for k in range(8):
+        bw = 1.25e6 if k < 4 else 6.25e4
+        obs = _small_run_obs(k + 1, d, 1e-3 + 3840 / bw, bw)
+        d = p.decide(obs)
+        plans.append(p._since_plan == 0)
+    assert d.density == 0.1  # the margin holds it
+    assert plans[4]  # the step the bandwidth fell re-planned
