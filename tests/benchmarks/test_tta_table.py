@@ -51,10 +51,10 @@ def test_summary_counts_the_done_when_bars() -> None:
 def test_held_out_real_traces_are_in_the_repository() -> None:
     tt = _module()
     root = _PATH.parents[1]
-    for held in (tt.HELD_OUT, tt.HELD_OUT_2):
+    for held in (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3):
         files = [t for t in held if t.endswith(".csv")]
         assert files, "each held-out set names at least one imported real trace"
-    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2) if t.endswith(".csv")]:
+    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2, *tt.HELD_OUT_3) if t.endswith(".csv")]:
         text = (root / f).read_text()
         assert "# source:" in text and "time_s,latency_s,bandwidth_Bps" in text
 
@@ -65,6 +65,24 @@ def test_second_held_out_set_shares_nothing_with_the_first_or_the_bundled_set() 
     seeds = {p for t in tt.HELD_OUT_2 for p in t.split(",") if p.split(":")[-1].startswith("seed=")}
     old = {p for t in tt.HELD_OUT for p in t.split(",") if p.split(":")[-1].startswith("seed=")}
     assert seeds and not seeds & old
+
+
+def test_third_held_out_set_shares_no_trace_seed_or_file_with_the_others() -> None:
+    tt = _module()
+    earlier = set(tt.HELD_OUT) | set(tt.HELD_OUT_2) | set(tt.BUNDLED)
+    assert not set(tt.HELD_OUT_3) & earlier
+
+    def seeds(held: dict[str, str]) -> set[str]:
+        return {p.split(":")[-1] for t in held for p in t.split(",")
+                if p.split(":")[-1].startswith("seed=")}
+
+    assert seeds(tt.HELD_OUT_3) and not seeds(tt.HELD_OUT_3) & (
+        seeds(tt.HELD_OUT) | seeds(tt.HELD_OUT_2))
+    # Its real traces come from sources no other set imports.
+    stems = {Path(t).stem.split("-", 1)[1] for t in tt.HELD_OUT_3 if t.endswith(".csv")}
+    older = {Path(t).stem.split("-", 1)[1] for t in (*tt.HELD_OUT, *tt.HELD_OUT_2)
+             if t.endswith(".csv")}
+    assert stems and not stems & older and not stems & set(tt.BUNDLED)
 
 
 def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:

@@ -7,9 +7,10 @@ Every ``window_steps`` steps the controller
 2. for every density of its grid and every forecast scenario (the spread's pessimistic,
    central and optimistic cases, the trend extrapolated to the middle of the plan, and the
    window's median), predicts the seconds needed to make the next ``delta`` of progress at that
-   density: iteration time from measured compute, compression and overlap plus communication
-   priced bucket by bucket (each bucket size over its cheapest collective, as
-   ``collective="auto"`` does), whole iterations from the workload's convergence model
+   density: iteration time from measured compute and compression plus the communication the
+   backward pass does not hide, priced bucket by bucket (each bucket size over its cheapest
+   collective, as ``collective="auto"`` does; the backward window solved from a measured
+   iteration, :mod:`sim.control.overlap`, so a denser plan hides more), whole iterations from the workload's convergence model
    (:mod:`sim.control.progress`) run forward from the controller's own model state with the
    gain of each future step, so a switch pays (or recovers) the lag it causes;
 3. scores each plan by the mean over scenarios plus ``risk`` times their half-range (a robust
@@ -29,7 +30,9 @@ barely move it), and each bucket goes over the collective with the
 least corrected time (a real collective may run slower than its model).
 
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
-since the last plan.
+since the last plan, in each of the last ``replan_persist`` observations (1, the default: a move
+in the latest one; more: only a persistent move, so that noisy estimates in a real run, where a
+plan costs milliseconds on the critical path, do not re-plan every step).
 
 A collective never run yet gets half the mean log correction of those that were (a correction
 absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
@@ -63,6 +66,7 @@ from typing import Any
 from sim.compress.spec import get_spec
 
 from ..decision_builder import AUTO, parse_densities
+from ..overlap import exposed_s, ready_fractions, window_from_exposed
 from ..progress import ProgressState
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED, collective_cost_terms
@@ -84,6 +88,11 @@ _PRIOR_LINKS = tuple((lat, bw) for lat in (1e-5, 1e-3, 1e-1) for bw in (1.25e7, 
 #: touches zero, or a fit that attributes all of it to bytes) is 1 us in the forecast.
 _LATENCY_FLOOR_S = 1e-6
 _BANDWIDTH_FLOOR_BPS = 1.0
+#: A measured iteration determines the backward window when its exposed communication exceeds
+#: this many times the last bucket's collective (which no window can hide); otherwise the
+#: window is assumed to be this share of compute and compression (backward = 2 x forward).
+_TAIL_MARGIN = 1.1
+_BACKWARD_SHARE = 2.0 / 3.0
 #: Iterations per chunk of the progress prediction.
 _CHUNK = 8
 
@@ -190,6 +199,7 @@ class MpcPolicy(DensityPolicy):
         two_phase: bool = True,
         two_phase_margin: float = 0.03,
         replan_change: float = 0.25,
+        replan_persist: int = 1,
         initial_density: float = 0.001,
         probe_every: int = 0,
         probe_factor: float = 10.0,
@@ -219,6 +229,11 @@ class MpcPolicy(DensityPolicy):
         if not replan_change > 0.0:
             raise ValueError(f"replan_change must be > 0, got {replan_change!r}")
         self.replan_change = float(replan_change)
+        if isinstance(replan_persist, bool) or not isinstance(replan_persist, int) or (
+            replan_persist < 1
+        ):
+            raise ValueError(f"replan_persist must be an integer >= 1, got {replan_persist!r}")
+        self.replan_persist = int(replan_persist)
         if probe_every < 0 or not probe_factor > 1.0:
             raise ValueError(f"need probe_every >= 0 and probe_factor > 1, got {probe_every!r}, "
                              f"{probe_factor!r}")
@@ -258,9 +273,16 @@ class MpcPolicy(DensityPolicy):
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
+        #: Consecutive observations whose link moved past ``replan_change`` from the plan's.
+        self._moved_run = 0
         self._compress_s = 0.0
         self._corr: dict[str, float] = {}
-        self._hidden_s: dict[bool, float | None] = {True: None, False: None}
+        #: Backward window (seconds) communication overlaps with, per kind of decision (dense
+        #: or compressed: compression on the compute stream widens it), from the last
+        #: measurement (:mod:`sim.control.overlap`).
+        self._window_s: dict[bool, float | None] = {True: None, False: None}
+        self._window_known: dict[bool, bool] = {True: False, False: False}
+        self._ready: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
         self._gain_ratio = 1.0
         self._coeff_cache: dict[tuple[float, float], tuple[float, float, float]] = {}
         #: The planned density (a probe step runs another one without changing the plan).
@@ -293,8 +315,12 @@ class MpcPolicy(DensityPolicy):
             # Measured over predicted communication per collective (EWMA of the log): absorbs
             # per-bucket latencies and the monitor's bias where latency and bytes are confused.
             pred = self._decision_comm_s(obs, d, obs.latency_s or 0.0, obs.bandwidth_Bps)
-            if pred > 0.0 and obs.step > _SETTLE_STEPS:
-                r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(obs.comm_s / pred)))
+            # The link's own time where the run measured it (a real run's ``comm_s`` also holds
+            # the wait for late ranks, the same for every collective: corrected per collective,
+            # it made an untried one look cheap).
+            link = obs.extra.get("link_comm_s", obs.comm_s)
+            if pred > 0.0 and link > 0.0 and obs.step > _SETTLE_STEPS:
+                r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(link / pred)))
                 for coll in d.collectives_used():
                     # From the inherited value, one measurement moving it at most 0.3 log 2:
                     # a timing spike (a descheduled rank) cannot brand a collective slow for
@@ -308,15 +334,37 @@ class MpcPolicy(DensityPolicy):
             self._bw.update(obs.bandwidth_Bps)
         it_s = obs.extra.get("iteration_s")
         if it_s is not None and d is not None and obs.comm_s is not None and obs.compute_s:
-            # Communication hidden behind compute, per kind of decision (dense or compressed:
-            # compression shifts when the buckets are ready).
+            # The backward window communication hides behind, per kind of decision (dense or
+            # compressed: compression on the compute stream shifts when the buckets are
+            # ready), solved from this iteration's per-bucket communication (the model's
+            # shares of the measured total) and its exposed seconds.
             dense = d.density >= 1.0
             exposed = it_s - obs.compute_s - (obs.compress_s or 0.0)
-            old = self._hidden_s[dense]
-            if exposed > 1e-12:
-                self._hidden_s[dense] = max(0.0, obs.comm_s - exposed)
+            sizes = obs.bucket_bytes or (obs.grad_bytes,)
+            lat, bw = obs.latency_s or 0.0, obs.bandwidth_Bps or 0.0
+            shares = [
+                self._comm_terms(d.collective_for(i), obs, float(m), d.density,
+                                 d.compressor).time_s(lat, bw) if bw > 0.0 else float(m)
+                for i, m in enumerate(sizes)
+            ]
+            total = sum(shares)
+            per_bucket = [obs.comm_s * x / total for x in shares] if total > 0.0 else [
+                obs.comm_s / len(shares)] * len(shares)
+            ready = self._ready_fracs(obs)
+            cap = obs.compute_s + (obs.compress_s or 0.0)
+            least = min(cap, window_from_exposed(per_bucket, ready, max(0.0, exposed)))
+            if exposed > _TAIL_MARGIN * per_bucket[-1] + 1e-12:
+                # More than the last bucket's own collective is exposed: the window is the
+                # one that explains it.
+                self._window_s[dense] = least
+                self._window_known[dense] = True
             else:
-                self._hidden_s[dense] = max(old or 0.0, obs.comm_s)
+                # Only the last bucket (ready as the window closes) was exposed, or nothing:
+                # the window is at least ``least``; beyond that keep what an earlier
+                # measurement determined, else assume backward is 2/3 of the compute (B = 2F).
+                old = self._window_s[dense] if self._window_known[dense] else None
+                guess = old if old is not None else min(cap, _BACKWARD_SHARE * cap)
+                self._window_s[dense] = max(least, guess)
 
     # ------------------------------------------------------------------ prediction
 
@@ -368,15 +416,15 @@ class MpcPolicy(DensityPolicy):
             out[m] = min(cands, key=lambda c: worst[c])
         return out
 
-    def _comm_s(
+    def _bucket_times(
         self, obs: Observation, density: float, lat: float, bw: float
-    ) -> tuple[dict[float, str], float]:
+    ) -> tuple[dict[float, str], dict[float, float]]:
         """Cheapest collective per bucket size for ``density`` (each collective's prediction
-        corrected by what it measured so far) and the predicted total communication."""
+        corrected by what it measured so far) and its predicted seconds per bucket."""
         comp = "none" if density >= 1.0 else self.compressor
         choice: dict[float, str] = {}
-        total = 0.0
-        for m, count in self._buckets(obs).items():
+        secs: dict[float, float] = {}
+        for m in self._buckets(obs):
             best, best_s = "", math.inf
             for coll in self._candidates[comp]:
                 t = self._comm_terms(coll, obs, m, density, comp).time_s(lat, bw)
@@ -384,8 +432,23 @@ class MpcPolicy(DensityPolicy):
                 if t < best_s:
                     best, best_s = coll, t
             choice[m] = best
-            total += count * best_s
-        return choice, total
+            secs[m] = best_s
+        return choice, secs
+
+    def _comm_s(
+        self, obs: Observation, density: float, lat: float, bw: float
+    ) -> tuple[dict[float, str], float]:
+        """Cheapest collective per bucket size for ``density`` and the predicted total
+        communication."""
+        choice, secs = self._bucket_times(obs, density, lat, bw)
+        return choice, sum(count * secs[m] for m, count in self._buckets(obs).items())
+
+    def _ready_fracs(self, obs: Observation) -> tuple[float, ...]:
+        """Ready fraction of each bucket in the backward window (cumulative bytes)."""
+        sizes = tuple(float(b) for b in (obs.bucket_bytes or (obs.grad_bytes,)))
+        if self._ready[0] != sizes:
+            self._ready = (sizes, ready_fractions(sizes))
+        return self._ready[1]
 
     def _correction(self, coll: str) -> float:
         """Log correction of ``coll``: its own once it ran, else half the mean of those that
@@ -397,14 +460,20 @@ class MpcPolicy(DensityPolicy):
         return 0.5 * sum(self._corr.values()) / len(self._corr) if self._corr else 0.0
 
     def _iteration_s(self, obs: Observation, density: float, lat: float, bw: float) -> float:
-        comm = self._comm_s(obs, density, lat, bw)[1]
+        """Predicted seconds of one iteration at ``density``: compute, compression and the
+        communication the backward window does not hide (nothing hidden before any window
+        was measured)."""
+        secs = self._bucket_times(obs, density, lat, bw)[1]
+        times = [secs[float(m)] for m in (obs.bucket_bytes or (obs.grad_bytes,))]
         compute = obs.compute_s or 0.0
         compress = self._compress_s if density < 1.0 else 0.0
         dense = density >= 1.0
-        hidden = self._hidden_s[dense]
-        if hidden is None:
-            hidden = self._hidden_s[not dense] or 0.0
-        return compute + compress + max(0.0, comm - hidden)
+        window = self._window_s[dense]
+        if window is None:
+            window = self._window_s[not dense]
+        exposed = sum(times) if window is None else exposed_s(times, self._ready_fracs(obs),
+                                                              window)
+        return compute + compress + exposed
 
     def _coeffs(self, density: float, mid: float) -> tuple[float, float, float]:
         """``(efficiency, equilibrium lag, relaxation rate)`` of ``density`` around step
@@ -598,13 +667,15 @@ class MpcPolicy(DensityPolicy):
         link = (math.log(max(obs.latency_s or 0.0, _LATENCY_FLOOR_S)),
                 math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
         moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
+        self._moved_run = self._moved_run + 1 if moved >= math.log1p(self.replan_change) else 0
         if (
             self._planned
             and self._since_plan < self.window_steps
-            and moved < math.log1p(self.replan_change)
+            and self._moved_run < self.replan_persist
         ):
             return self._held
         self._since_plan = 0
+        self._moved_run = 0
         self._planned = True
         self._planned_on = link
         self._held = self._plan(obs)

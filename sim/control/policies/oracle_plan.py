@@ -12,8 +12,9 @@ to an even grid when there are more), then makes ``passes`` passes over the wind
 window it tries every density for that window alone and for that window and all later ones, and
 keeps the fastest. Every candidate is replayed from the state saved at its window's start, so a
 pass costs about ``windows x densities`` partial replays. Last, it tries a finishing switch: from
-some iteration on, a higher density to the target (:meth:`Planner._finish`). The result is never
-slower than the best fixed density of the grid (the starting point is one of the candidates).
+some iteration on, another density to the target (:meth:`Planner._finish`), and where one helps,
+a second one on top of it (three-phase schedules). The result is never slower than the best
+fixed density of the grid (the starting point is one of the candidates).
 
 When the context can say which constant link state holds at a time (``segment_s``), an iteration
 that starts and ends inside one state reuses the duration computed for that state and decision.
@@ -190,7 +191,14 @@ class Planner:
                     improved = True
             if not improved:
                 break
-        return self._finish(choice, tta)
+        bounds, choice = self._finish(choice, tta)
+        if bounds == self.bounds:
+            return bounds, choice
+        # A second finishing switch on top of the first (three-phase schedules: hold a low
+        # density, run a middle one, finish higher -- or lower, where the link falls late).
+        self.bounds = bounds
+        tta, _ = self.run(choice)
+        return self._finish(choice, tta, fixed_bases=False)
 
     def _tail_time(self, i: int, snap: _Snapshot, limit: float) -> float:
         """End time of the iteration reaching the target when density ``i`` runs from state
@@ -215,18 +223,21 @@ class Planner:
             t += dur
         return t
 
-    def _finish(self, choice: list[int], tta: float) -> tuple[list[float], list[int]]:
-        """The best schedule with a finishing switch added: from some iteration on, a higher
-        density to the target (the switch up releases the lag the low density held back; the
-        windows, cut at the trace's change points, are too coarse to place it). Tried on the
-        searched schedule and on every fixed density; switch points every ``ceil(iterations /
+    def _finish(self, choice: list[int], tta: float, fixed_bases: bool = True
+                ) -> tuple[list[float], list[int]]:
+        """The best schedule with a finishing switch added: from some iteration on, another
+        density to the target (a switch up releases the lag the low density held back; a
+        switch down pays where the link falls late in the run; the windows, cut at the trace's
+        change points, are too coarse to place either). Tried on the searched schedule and,
+        with ``fixed_bases``, on every fixed density; switch points every ``ceil(iterations /
         100)`` iterations, then every iteration around the best; the switch becomes a window
         boundary half way between two iteration starts."""
         best_bounds, best_choice = self.bounds, choice
         if not math.isfinite(tta):
             return best_bounds, best_choice
-        bases = [(self.bounds, choice)] + [([self.start_s], [i]) for i in range(len(self.options))]
-        dens = [opts[0].density for opts in self.options]
+        bases = [(self.bounds, choice)]
+        if fixed_bases:
+            bases += [([self.start_s], [i]) for i in range(len(self.options))]
         best: tuple[float, int, int] | None = None
         searched = self.bounds
         for bounds, base in bases:
@@ -241,7 +252,7 @@ class Planner:
                 for j in points:
                     snap, cur = traj[j]
                     for i2 in range(len(self.options)):
-                        if dens[i2] <= dens[cur]:
+                        if i2 == cur:
                             continue
                         limit = tta if best is None else best[0]
                         t_end = self._tail_time(i2, snap, limit)
