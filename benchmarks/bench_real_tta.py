@@ -2,7 +2,8 @@
 
 Usage: ``python benchmarks/bench_real_tta.py [--seeds 1,2,3] [--repeats 1]
 [--densities 0.1,0.03,0.01,0.005,0.003,0.002,0.001] [--policies mpc] [--trace SPEC]
-[--emulation hook|netns] [--steps 400] [--keep DIR] [--json]`` (``netns`` needs root).
+[--emulation hook|netns] [--steps 400] [--latency-pings N] [--keep DIR] [--json]`` (``netns``
+needs root).
 
 Each run is ``compctl real --workload digits-mlp --nproc 2`` (CPU, gloo) under ``--trace``. The
 default trace (:data:`TRACE`) loops 0.25 s at 10 Mbit/s and 0.25 s at 0.5 Mbit/s (1 ms latency,
@@ -19,7 +20,10 @@ progress for that loss (``target_progress``), as in the simulator table. A polic
 optional ``:key=value`` parameters (``mpc:probe_every=0``). Runs go round by round, seed by
 seed, every policy of a seed in turn, so load drift on a shared machine hits all of them; with
 ``--repeats R`` every (policy, seed) runs R times and its time is the mean of its repeats.
-Reported per policy: each seed's time to target and the mean over seeds; the best fixed density
+``--latency-pings N`` runs the adaptive policies with ``compctl real --latency-pings N`` (the
+hook measures the link's latency before the first controlled step, for the monitor); the fixed
+densities, whose decisions read no observation, run without. Reported per policy: each seed's
+time to target and the mean over seeds; the best fixed density
 is the one with the least mean (chosen in hindsight on these very runs).
 """
 
@@ -60,6 +64,8 @@ def _run(policy: str, params: list[str], seed: int, args: argparse.Namespace, ou
            "--policy", policy, "--trace", args.trace, "--steps", str(args.steps),
            "--seed", str(seed), "--emulation", args.emulation, "--out", str(out), "--quiet",
            "--force"]
+    if policy != "fixed" and args.latency_pings:
+        cmd += ["--latency-pings", str(args.latency_pings)]
     for p in params:
         cmd += ["--param", p]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -86,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", default=TRACE)
     parser.add_argument("--emulation", default="hook", choices=("hook", "netns"))
     parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--latency-pings", type=int, default=0,
+                        help="latency pings for the adaptive policies' runs (default 0: none)")
     parser.add_argument("--keep", type=Path, help="keep every run's output under this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -118,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     adaptive = [k for k in runs if not k.startswith("fixed")]
     result = {"trace": args.trace, "emulation": args.emulation, "workload": WORKLOAD,
               "target_loss": TARGET_LOSS, "target_progress": target, "seeds": seeds,
+              "latency_pings": args.latency_pings,
               "repeats": args.repeats, "runs_s": each, "times_s": times, "mean_s": means,
               "best_fixed": best,
               "over_best_fixed": {k: means[k] / means[best] for k in adaptive}}

@@ -82,6 +82,10 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    "each-step, or end")
     p.add_argument("--warmup-steps", type=int, default=1,
                    help="plain-allreduce iterations before the controller (>= 1)")
+    p.add_argument("--latency-pings", type=int, default=0,
+                   help="measure the link's latency with this many one-element collectives "
+                   "before the first controlled step; the link monitor uses it when one shape "
+                   "of collective cannot split latency from bandwidth (default 0: none)")
     p.add_argument("--memory", default="residual", help="error feedback: residual, dgc, none")
     p.add_argument("--owner", default="star", choices=["star", "var"],
                    help="AR-Topk index owner rule")
@@ -150,6 +154,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         lr=args.lr,
         eval_every=args.eval_every,
         warmup_steps=args.warmup_steps,
+        latency_pings=args.latency_pings,
         memory=args.memory,
         owner_rule=args.owner,
         bucket_cap_mb=args.bucket_cap_mb,

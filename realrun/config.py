@@ -34,6 +34,8 @@ _SHORTCUT_DEFAULTS: dict[str, Any] = {
     "collective": None, "density": None, "compressor": None, "auto_collectives": None,
     "share_gpu": False,
 }
+#: Monitor options, left out of ``to_dict`` at their defaults (earlier runs' ids unchanged).
+_MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0}
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,9 @@ class RealConfig:
         batch_size, lr: override the workload's defaults when set.
         eval_every: held-out evaluation every this many iterations (and after the last).
         warmup_steps: iterations of plain allreduce before the controller is asked.
+        latency_pings: one-element collectives run before the first controlled step to
+            measure the link's latency for the monitor (:mod:`realrun.hook.pings`); 0: none
+            (left out of :meth:`to_dict` then).
         memory: error-feedback memory (``residual``, ``dgc``, ``none``).
         owner_rule: AR-Topk index owner (``star`` or ``var``).
         bucket_cap_mb: DDP bucket capacity in MiB (torch's default is 25).
@@ -128,6 +133,7 @@ class RealConfig:
     compressor: str | None = None
     auto_collectives: str | None = None
     share_gpu: bool = False
+    latency_pings: int = 0
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives
@@ -141,7 +147,8 @@ class RealConfig:
                 raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
 
         for name, lo in (("nproc", 1), ("steps", 1), ("seed", 0), ("eval_every", 1),
-                         ("warmup_steps", 1), ("threads", 1), ("nnodes", 1)):
+                         ("warmup_steps", 1), ("threads", 1), ("nnodes", 1),
+                         ("latency_pings", 0)):
             need_int(name, lo)
         if self.batch_size is not None:
             need_int("batch_size", 1)
@@ -259,7 +266,8 @@ class RealConfig:
         policy shortcuts only when set)."""
         d = asdict(self)
         for name, default in (
-            *_SYNC_DEFAULTS.items(), *_LOSS_DEFAULTS.items(), *_SHORTCUT_DEFAULTS.items()
+            *_SYNC_DEFAULTS.items(), *_LOSS_DEFAULTS.items(), *_SHORTCUT_DEFAULTS.items(),
+            *_MONITOR_DEFAULTS.items(),
         ):
             if d[name] == default:
                 del d[name]

@@ -106,6 +106,7 @@ def hook_state_for(cfg: RealConfig, rank: int, world: int, *, player: TracePlaye
         param_names=param_names,
         agree_each_step=cfg.agree_each_step(),
         device=device,
+        latency_pings=cfg.latency_pings,
     )
 
 

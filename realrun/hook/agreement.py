@@ -92,7 +92,12 @@ class Agreement:
             else None
         )
         return self._record(
-            pend.cur, table.max(dim=0).values.tolist(), table.sum(dim=0).tolist(), norms, pend.timed
+            pend.cur,
+            table.max(dim=0).values.tolist(),
+            table.sum(dim=0).tolist(),
+            table.min(dim=0).values.tolist(),
+            norms,
+            pend.timed,
         )
 
     def submit(
@@ -138,9 +143,10 @@ class Agreement:
         dist.all_reduce(table, group=self.process_group)
         tmax = table.max(dim=0).values.tolist()
         tsum = table.sum(dim=0).tolist()
+        tmin = table.min(dim=0).values.tolist()
         stats = None
         for i, (cur, _, timed) in enumerate(rows):
-            stats = self._record(cur, tmax[i], tsum[i], None, timed)
+            stats = self._record(cur, tmax[i], tsum[i], tmin[i], None, timed)
         return stats
 
     def _record(
@@ -148,6 +154,7 @@ class Agreement:
         cur: Accum,
         tmax: list[float],
         tsum: list[float],
+        tmin: list[float],
         norms: list[float] | None,
         timed: bool,
     ) -> IterationStats:
@@ -155,8 +162,13 @@ class Agreement:
 
         Warm-up iterations do not feed the monitor: their collectives include the process
         group's connection set-up and DDP's bucket rebuild (seconds on a loaded machine), not
-        the link, and one such duration would anchor the bandwidth estimate far too low."""
-        services = tmax[SERVICE_COL : SERVICE_COL + len(cur.intervals)]
+        the link, and one such duration would anchor the bandwidth estimate far too low.
+
+        A collective's duration for the monitor is the least over ranks (``tmin``): a rank that
+        reaches the collective first waits there for the others, so its span holds their lateness
+        (compute skew, a descheduled process) on top of the link time; the last rank to arrive
+        finds the others ready, and its span is the link's time alone."""
+        services = tmin[SERVICE_COL : SERVICE_COL + len(cur.intervals)]
         if not cur.warmup:
             for iv, svc in zip(cur.intervals, services, strict=True):
                 self.monitor.observe(iv.terms.n_alpha, iv.terms.n_bytes, max(svc, 0.0))
@@ -171,6 +183,7 @@ class Agreement:
             est_latency_s=lat,
             est_bandwidth_Bps=bw,
             timed=timed,
+            link_comm_s=float(sum(max(svc, 0.0) for svc in services)),
         )
         self.history.append(stats)
         self.last = stats

@@ -69,6 +69,9 @@ class IterationStats:
     est_bandwidth_Bps: float | None
     owner: int | None
     warmup: bool
+    #: The link's time on this iteration's collectives: per collective the least span over
+    #: ranks (the last rank to arrive finds the others ready), summed; NaN when not agreed.
+    link_comm_s: float = math.nan
 
 
 @dataclass
@@ -168,6 +171,7 @@ def agreed_stats(
     est_latency_s: float | None,
     est_bandwidth_Bps: float | None,
     timed: bool,
+    link_comm_s: float = math.nan,
 ) -> IterationStats:
     """The :class:`IterationStats` of ``cur`` from the column-wise max and sum over ranks."""
     gain = tsum[5] / tsum[6] if tsum[6] > 0.0 else 1.0
@@ -187,4 +191,5 @@ def agreed_stats(
         est_bandwidth_Bps=est_bandwidth_Bps,
         owner=cur.owner,
         warmup=cur.warmup,
+        link_comm_s=link_comm_s,
     )

@@ -28,6 +28,7 @@ from .agreement import Agreement
 from .buckets import CompressorBank
 from .clock import CommClock
 from .loss import BoundedLoss
+from .pings import measure_latency_s
 from .records import Accum, IterationStats, local_row
 
 __all__ = ["CompressionHookState"]
@@ -59,6 +60,11 @@ class CompressionHookState:
             to the iteration. Decisions are then identical on every rank by construction.
         device: where the agreement tables live (the gradients' device; CPU by default). On
             CUDA the compression and exchange clocks wait for the device's queued work.
+        latency_pings: before the first controlled step, measure the link's latency with this
+            many one-element collectives (:mod:`realrun.hook.pings`) and hand it to the monitor
+            as its latency reference (:meth:`sim.control.monitor.LinkMonitor.set_latency_reference`:
+            used when one shape of collective cannot split latency from bandwidth); 0 (default):
+            no pings.
     """
 
     def __init__(
@@ -77,6 +83,7 @@ class CompressionHookState:
         param_names: dict[int, str] | None = None,
         agree_each_step: bool = True,
         device: torch.device | None = None,
+        latency_pings: int = 0,
     ) -> None:
         if world_size < 1:
             raise InputError(f"world_size must be >= 1, got {world_size}")
@@ -87,6 +94,10 @@ class CompressionHookState:
                 f"warmup_steps must be >= 1 (DDP rebuilds its buckets after the first "
                 f"iteration), got {warmup_steps}"
             )
+        if isinstance(latency_pings, bool) or not isinstance(latency_pings, int) or (
+            latency_pings < 0
+        ):
+            raise InputError(f"latency_pings must be an integer >= 0, got {latency_pings!r}")
         if not isinstance(controller, Controller):
             raise InputError(f"controller {controller!r} lacks reset/decide")
         try:
@@ -118,6 +129,7 @@ class CompressionHookState:
             var_owner=var,
             each_step=self.agree_each_step,
         )
+        self.latency_pings = latency_pings
         self.step = 0
         self._cur: Accum | None = None
         self._grad_bytes = 0
@@ -179,6 +191,7 @@ class CompressionHookState:
             gain=last.gain,
             grad_norm=last.grad_norm,
             iteration_s=last.iter_s,
+            link_comm_s=last.link_comm_s,
         )
         return observation_after(
             measured,
@@ -201,6 +214,17 @@ class CompressionHookState:
         # step; it has had the whole forward pass to finish, so this wait is usually free.
         self.agreement.collect()
         warm = self.step < self.warmup_steps
+        if self.step == self.warmup_steps and self.latency_pings:
+            # Every rank reaches this step's first bucket: the pings are collectives.
+            ref = measure_latency_s(
+                self.latency_pings,
+                world_size=self.world_size,
+                clock=self.comm,
+                device=self.device,
+                process_group=self.process_group,
+            )
+            if ref is not None and ref > 0.0:
+                self.monitor.set_latency_reference(ref)
         if warm:
             decision = Decision()
         else:

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .monitor_split import identifiable, pinned_split
+
 __all__ = [
     "fit_alpha_beta",
     "fit_alpha_beta_lstsq",
@@ -357,6 +359,14 @@ class LinkMonitor:
         prior_latency_s, prior_bandwidth_Bps: optional starting estimates (e.g. a ping and an
             iperf measurement) used until the measurements allow a fit.
         fit: ``"robust"`` (default) or ``"lstsq"``, see above.
+        latency_reference_s: a measurement of latency alone (e.g. the real-run hook's pings of
+            a one-element collective), also settable later with
+            :meth:`set_latency_reference`. ``None`` (default): none, and the fits above are
+            all there is. When set, a window whose shapes cannot split latency from bandwidth
+            (:func:`sim.control.monitor_split.identifiable`) is not split by the filter's
+            prior: latency is the reference and the bandwidth what the durations leave over it
+            (:func:`sim.control.monitor_split.pinned_split`). A collective measured faster than
+            the reference's latencies lowers it (no collective beats its latencies).
     """
 
     def __init__(
@@ -369,6 +379,7 @@ class LinkMonitor:
         prior_latency_s: float | None = None,
         prior_bandwidth_Bps: float | None = None,
         fit: str = "robust",
+        latency_reference_s: float | None = None,
     ) -> None:
         if fit not in FIT_MODES:
             raise ValueError(f"unknown fit {fit!r}; known: {', '.join(FIT_MODES)}")
@@ -388,13 +399,32 @@ class LinkMonitor:
         self._ewma_weight = float(ewma_weight)
         self._min_window = int(min_window)
         self._prior = (prior_latency_s, prior_bandwidth_Bps)
+        self._latency_ref: float | None = None
+        self.set_latency_reference(latency_reference_s)
         # Validate the filter parameters now rather than at the first observation.
         EwmaFilter(self._ewma_weight)
         MinFilter(self._min_window)
         self.reset()
 
+    def set_latency_reference(self, latency_s: float | None) -> None:
+        """Set (``None``: drop) the latency reference used when a window cannot be split."""
+        if latency_s is not None and not (math.isfinite(latency_s) and latency_s > 0.0):
+            raise ValueError(f"latency reference must be > 0, got {latency_s!r}")
+        self._latency_ref = None if latency_s is None else float(latency_s)
+
+    @property
+    def latency_reference_s(self) -> float | None:
+        """The latency reference (``None``: none)."""
+        return self._latency_ref
+
+    @property
+    def split_identifiable(self) -> bool:
+        """Whether the current window's shapes resolve latency from bandwidth (when not, the
+        estimate is a prior's or the latency reference's split, not the data's)."""
+        return identifiable(self._rows)
+
     def reset(self) -> None:
-        """Forget every measurement (the priors are kept)."""
+        """Forget every measurement (the priors and the latency reference are kept)."""
         self._rows: deque[tuple[float, float, float]] = deque(maxlen=self.window)
         self._alpha_s: float | None = self._prior[0]
         self._beta: float | None = None if self._prior[1] is None else 1.0 / self._prior[1]
@@ -427,6 +457,17 @@ class LinkMonitor:
 
     def _raw_estimate(self) -> tuple[float, float] | None:
         rows = self._rows
+        if self._latency_ref is not None:
+            # No collective is faster than its latencies: a duration below the reference's
+            # proves the reference too high (a ping slowed by something else).
+            n_alpha, _, secs = rows[-1]
+            if n_alpha > 0.0 and secs > 0.0:
+                self._latency_ref = min(self._latency_ref, secs / n_alpha)
+            if not identifiable(rows):
+                # One shape: the data fix only the sum; the reference fixes the split. The
+                # filter restarts from the window's own split once shapes differ again.
+                self._kalman = None
+                return pinned_split(rows, self._latency_ref)
         if self.fit == "robust" and len(rows) >= 2:
             exact = _fit_rows(rows)
             if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):

@@ -182,6 +182,9 @@ class IterationMeasurement:
 
     ``compute_s`` and ``iteration_s`` may be NaN or ``None`` when unknown (real iterations the
     caller did not time); ``now_s`` is the run's clock at the next decision, where one exists.
+    ``link_comm_s`` (real runs): the link's own time on the iteration's collectives, without
+    the wait for late ranks that ``comm_s`` (the slowest rank's span) holds; ``None``: not
+    measured (the simulator, where the two are the same).
     """
 
     decision: Decision
@@ -192,6 +195,7 @@ class IterationMeasurement:
     grad_norm: float | None
     iteration_s: float | None = None
     now_s: float | None = None
+    link_comm_s: float | None = None
 
 
 def first_observation(
@@ -225,10 +229,13 @@ def observation_after(
 ) -> Observation:
     """What a controller sees before deciding ``step``, after the iteration ``m`` measured;
     ``latency_s`` and ``bandwidth_Bps`` are the link monitor's estimates (``None``: no
-    monitor). ``extra`` holds ``iteration_s`` (when known) and ``now_s`` (when given)."""
+    monitor). ``extra`` holds ``iteration_s`` (when known), ``now_s`` (when given) and
+    ``link_comm_s`` (when measured)."""
     extra: dict[str, float] = {}
     if m.iteration_s is not None and math.isfinite(m.iteration_s):
         extra["iteration_s"] = float(m.iteration_s)
+    if m.link_comm_s is not None and math.isfinite(m.link_comm_s):
+        extra["link_comm_s"] = float(m.link_comm_s)
     if m.now_s is not None:
         extra["now_s"] = float(m.now_s)
     return Observation(

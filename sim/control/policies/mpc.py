@@ -30,11 +30,13 @@ barely move it), and each bucket goes over the collective with the
 least corrected time (a real collective may run slower than its model).
 
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
-since the last plan, or when the bandwidth forecast accepts a new level shift: once a new
-bandwidth level has held for ``regime_steps`` observations, the forecast describes it alone
-(level, trend, spread and median since the shift), so after a step of the link the plan no
-longer hedges towards the link before it (:class:`LinkForecast`; ``regime_steps=0`` turns this
-off).
+since the last plan, in each of the last ``replan_persist`` observations (1, the default: a move
+in the latest one; more: only a persistent move, so that noisy estimates in a real run, where a
+plan costs milliseconds on the critical path, do not re-plan every step), or when the bandwidth
+forecast accepts a new level shift: once a new bandwidth level has held for ``regime_steps``
+observations, the forecast describes it alone (level, trend, spread and median since the shift),
+so after a step of the link the plan no longer hedges towards the link before it
+(:class:`LinkForecast`; ``regime_steps=0`` turns this off).
 
 A collective never run yet gets half the mean log correction of those that were (a correction
 absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
@@ -264,6 +266,7 @@ class MpcPolicy(DensityPolicy):
         two_phase: bool = True,
         two_phase_margin: float = 0.03,
         replan_change: float = 0.25,
+        replan_persist: int = 1,
         initial_density: float = 0.001,
         probe_every: int = 0,
         probe_factor: float = 10.0,
@@ -294,6 +297,11 @@ class MpcPolicy(DensityPolicy):
         if not replan_change > 0.0:
             raise ValueError(f"replan_change must be > 0, got {replan_change!r}")
         self.replan_change = float(replan_change)
+        if isinstance(replan_persist, bool) or not isinstance(replan_persist, int) or (
+            replan_persist < 1
+        ):
+            raise ValueError(f"replan_persist must be an integer >= 1, got {replan_persist!r}")
+        self.replan_persist = int(replan_persist)
         if probe_every < 0 or not probe_factor > 1.0:
             raise ValueError(f"need probe_every >= 0 and probe_factor > 1, got {probe_every!r}, "
                              f"{probe_factor!r}")
@@ -342,6 +350,8 @@ class MpcPolicy(DensityPolicy):
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
         self._regime_on = 0
+        #: Consecutive observations whose link moved past ``replan_change`` from the plan's.
+        self._moved_run = 0
         self._compress_s = 0.0
         self._corr: dict[str, float] = {}
         #: Backward window (seconds) communication overlaps with, per kind of decision (dense
@@ -382,8 +392,12 @@ class MpcPolicy(DensityPolicy):
             # Measured over predicted communication per collective (EWMA of the log): absorbs
             # per-bucket latencies and the monitor's bias where latency and bytes are confused.
             pred = self._decision_comm_s(obs, d, obs.latency_s or 0.0, obs.bandwidth_Bps)
-            if pred > 0.0 and obs.step > _SETTLE_STEPS:
-                r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(obs.comm_s / pred)))
+            # The link's own time where the run measured it (a real run's ``comm_s`` also holds
+            # the wait for late ranks, the same for every collective: corrected per collective,
+            # it made an untried one look cheap).
+            link = obs.extra.get("link_comm_s", obs.comm_s)
+            if pred > 0.0 and link > 0.0 and obs.step > _SETTLE_STEPS:
+                r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(link / pred)))
                 for coll in d.collectives_used():
                     # From the inherited value, one measurement moving it at most 0.3 log 2:
                     # a timing spike (a descheduled rank) cannot brand a collective slow for
@@ -730,15 +744,17 @@ class MpcPolicy(DensityPolicy):
         link = (math.log(max(obs.latency_s or 0.0, _LATENCY_FLOOR_S)),
                 math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
         moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
+        self._moved_run = self._moved_run + 1 if moved >= math.log1p(self.replan_change) else 0
         regime = self._bw.regime_start()
         if (
             self._planned
             and self._since_plan < self.window_steps
-            and moved < math.log1p(self.replan_change)
+            and self._moved_run < self.replan_persist
             and regime == self._regime_on
         ):
             return self._held
         self._since_plan = 0
+        self._moved_run = 0
         self._planned = True
         self._planned_on = link
         self._regime_on = regime

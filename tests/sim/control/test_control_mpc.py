@@ -261,3 +261,53 @@ def test_mpc_one_timing_spike_does_not_brand_the_collective_in_use_slow() -> Non
         pred = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
         obs = _small_run_obs(k + 1, d, (20.0 if k == 3 else 1.0) * pred, bw)
     assert set(colls) == {"allgather"}
+
+
+def _plans(p: object) -> int:
+    return int(p._since_plan == 0)
+
+
+def test_mpc_replan_persist_one_is_the_default_and_more_ignores_single_moves() -> None:
+    # A link estimate that jumps by 2x every other step (noise around a level): the default
+    # re-plans at every jump, replan_persist=3 only on the periodic window.
+    from sim.control.selector import collective_time_s
+
+    lat, bw = 1e-3, 1.25e6
+
+    def count(**kw: object) -> tuple[int, list[float]]:
+        p = make_policy("mpc", target_progress=120.0, **kw)
+        obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+        plans, dens = 0, []
+        for k in range(60):
+            d = p.decide(obs)
+            dens.append(d.density)
+            plans += _plans(p) if k > 1 else 0
+            comm = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+            obs = _small_run_obs(k + 1, d, comm, bw * (2.0 if k % 2 else 1.0))
+        return plans, dens
+
+    default, same = count(), count(replan_persist=1)
+    assert default == same
+    persistent, _ = count(replan_persist=3)
+    assert persistent < default[0] / 3, (persistent, default[0])
+    assert persistent >= 60 // 10 - 1  # the periodic re-plan still runs
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="replan_persist"):
+            make_policy("mpc", replan_persist=bad)
+
+
+def test_mpc_corrects_on_the_links_own_time_when_the_run_measured_it() -> None:
+    # A real run's comm_s holds the wait for a late rank (here 4x the link's time); the link's
+    # own time (link_comm_s) matches the model: no correction is learned from the wait.
+    from sim.control.selector import collective_time_s
+
+    lat, bw = 1e-3, 1.25e6
+    p = make_policy("mpc", switch_margin=0.999, window_steps=1)
+    obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+    for k in range(12):
+        d = p.decide(obs)
+        pred = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+        base = _small_run_obs(k + 1, d, 4.0 * pred, bw)
+        obs = Observation(**{**base.__dict__,
+                             "extra": {**base.extra, "link_comm_s": pred}})
+    assert all(abs(c) < 1e-9 for c in p._corr.values())

@@ -1,0 +1,120 @@
+"""The monitor when one shape of collective cannot split latency from bandwidth: the
+identifiability test, the split pinned at a latency reference, and the monitor using it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.control.monitor import LinkMonitor
+from sim.control.monitor_split import (
+    RESIDUAL_ROWS,
+    RESOLUTION_REL,
+    identifiable,
+    pinned_split,
+)
+
+
+def _row(alpha: float, bw: float, n_alpha: float, n_bytes: float, noise_s: float = 0.0
+         ) -> tuple[float, float, float]:
+    return n_alpha, n_bytes, n_alpha * alpha + n_bytes / bw + noise_s
+
+
+def test_one_shape_is_not_identifiable_two_shapes_are() -> None:
+    same = [_row(1e-3, 1e6, 1.0, 80.0), _row(1e-3, 5e4, 1.0, 80.0), _row(2e-3, 1e6, 2.0, 160.0)]
+    assert not identifiable(same)  # (1, 80) and (2, 160) are one direction
+    assert identifiable([*same, _row(1e-3, 1e6, 1.0, 3840.0)])
+    assert not identifiable([])
+    assert not identifiable([(0.0, 80.0, 1e-3)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    alpha=st.floats(1e-5, 1e-1),
+    bw=st.floats(1e4, 1e10),
+    n_bytes=st.floats(1.0, 1e8),
+)
+def test_pinned_split_is_exact_on_a_resolved_byte_term(alpha: float, bw: float,
+                                                       n_bytes: float) -> None:
+    rows = [_row(alpha, bw, 1.0, n_bytes)] * 4
+    if n_bytes / bw < RESOLUTION_REL * (alpha + n_bytes / bw):
+        return  # below the resolution: checked in the next test
+    got = pinned_split(rows, alpha)
+    assert got is not None
+    assert got[0] == alpha
+    assert got[1] == pytest.approx(1.0 / bw, rel=1e-9)
+
+
+def test_an_unresolved_byte_term_reads_as_the_resolution() -> None:
+    # 80 bytes at 1 GB/s next to 1 ms: 80 ns, far below 5% of the duration.
+    t = 1e-3 + 80 / 1e9
+    got = pinned_split([(1.0, 80.0, t)], 1e-3)
+    assert got is not None
+    assert got[1] == pytest.approx(RESOLUTION_REL * t / 80.0)
+    # A reference above the duration (noise under it) is clamped the same way.
+    got = pinned_split([(1.0, 80.0, t)], 2e-3)
+    assert got is not None and got[1] == pytest.approx(RESOLUTION_REL * t / 80.0)
+
+
+def test_a_single_spike_does_not_read_as_a_slow_link() -> None:
+    clean = _row(1e-3, 6.25e4, 1.0, 80.0)
+    spike = _row(1e-3, 6.25e4, 1.0, 80.0, noise_s=20e-3)
+    got = pinned_split([clean] * 5 + [spike], 1e-3)
+    assert got is not None and got[1] == pytest.approx(1 / 6.25e4)
+    # A slow-down seen in RESIDUAL_ROWS rows in a row is the link.
+    slow = _row(1e-3, 1e4, 1.0, 80.0)
+    got = pinned_split([clean] * 5 + [slow] * RESIDUAL_ROWS, 1e-3)
+    assert got is not None and got[1] == pytest.approx(1 / 1e4)
+
+
+def test_pinned_split_edge_cases() -> None:
+    assert pinned_split([(1.0, 0.0, 1e-3)], 1e-3) is None
+    with pytest.raises(ValueError, match="reference"):
+        pinned_split([(1.0, 80.0, 1e-3)], -1.0)
+
+
+def test_monitor_tracks_a_bandwidth_step_through_one_shape_with_a_reference() -> None:
+    """One shape (80-byte allgathers at 1 ms): without a reference the filter's prior splits a
+    bandwidth step into latency; with one, latency stays and the bandwidth follows."""
+    plain = LinkMonitor(smoothing="none")
+    pinned = LinkMonitor(smoothing="none", latency_reference_s=1e-3)
+    for bw in [1.25e6] * 30 + [6.25e4] * 30:
+        for m in (plain, pinned):
+            m.observe(*_row(1e-3, bw, 1.0, 80.0))
+    lat, got_bw = pinned.estimate()
+    assert lat == pytest.approx(1e-3)
+    assert got_bw == pytest.approx(6.25e4)
+    assert not pinned.split_identifiable
+    plain_lat, plain_bw = plain.estimate()
+    assert plain_lat is not None and plain_bw is not None
+    assert abs(math.log(plain_bw / 6.25e4)) > math.log(2.0)  # the prior's split is far off
+
+
+def test_a_faster_collective_lowers_the_reference() -> None:
+    m = LinkMonitor(smoothing="none", latency_reference_s=3e-3)
+    m.observe(*_row(1e-3, 1e6, 1.0, 80.0))
+    assert m.latency_reference_s == pytest.approx(1e-3 + 80 / 1e6)
+
+
+def test_two_shapes_are_split_by_the_data_not_the_reference() -> None:
+    m = LinkMonitor(smoothing="none", latency_reference_s=5e-3)
+    m.observe(*_row(1e-3, 1e6, 1.0, 80.0))
+    m.observe(*_row(1e-3, 1e6, 1.0, 38400.0))
+    assert m.split_identifiable
+    lat, bw = m.estimate()
+    assert lat == pytest.approx(1e-3)
+    assert bw == pytest.approx(1e6)
+
+
+def test_reference_survives_reset_and_is_validated() -> None:
+    m = LinkMonitor(latency_reference_s=1e-3)
+    m.reset()
+    assert m.latency_reference_s == 1e-3
+    m.set_latency_reference(None)
+    assert m.latency_reference_s is None
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="latency reference"):
+            m.set_latency_reference(bad)
