@@ -10,7 +10,7 @@ mkdir -p "$out"
 work=$(mktemp -d)
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  timeout "${PYTEST_S:-120}" python3 -m pytest -q -x -p no:cacheprovider \
+  COMPCTL_TEST_GPU=1 timeout "${PYTEST_S:-120}" python3 -m pytest -q -x -p no:cacheprovider \
     tests/sim/compress/test_compress_conformance.py tests/realrun/test_devices.py
   echo "pytest rc=$?"; } > "$out/env_and_tests.log" 2>&1
 for part in runs overhead compressors; do

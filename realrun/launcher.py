@@ -46,7 +46,7 @@ from .config import RealConfig
 from .lifecycle import DROP_TO_ENV, LAUNCHER_PID_ENV, readable_by
 from .rank_log import log_path, partial_rows, read_rank_logs
 from .signals import Interrupted, stop_signals
-from .worker import T0_FILE_ENV
+from .worker import RESOLVED_DEVICE_ENV, T0_FILE_ENV
 
 __all__ = ["launch", "free_port", "RunFailed", "default_timeout_s"]
 
@@ -333,7 +333,8 @@ def launch(
     with stop_signals(), tempfile.TemporaryDirectory(prefix="compctl-real-") as tmp:
         scratch = Path(tmp)
         try:
-            failure = _run_node(cfg, scratch, node_rank, rdzv, progress, limit_s)
+            failure = _run_node(cfg, scratch, node_rank, rdzv, progress, limit_s,
+                                resolved=(kind, backend))
         except Interrupted as exc:
             # The ranks are stopped and the namespaces gone; the logs are still here.
             _write_partial(cfg, scratch / "logs", dest, force, params, backend, kind,
@@ -352,8 +353,12 @@ def launch(
 
 
 def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, int] | None,
-              progress: bool, limit_s: float) -> _Failure | None:
-    """Start, watch and stop this node's ranks inside ``scratch``; the failure, if any."""
+              progress: bool, limit_s: float,
+              resolved: tuple[str, str] | None = None) -> _Failure | None:
+    """Start, watch and stop this node's ranks inside ``scratch``; the failure, if any.
+
+    ``resolved`` (device kind, backend) as the launcher decided them: the ranks use these
+    rather than resolving ``auto`` again on their own."""
     log_dir = scratch / "logs"
     log_dir.mkdir()
     cfg_path = scratch / "config.json"
@@ -365,6 +370,8 @@ def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, i
     ifaces: list[str | None] = ["lo"] * n
     master, port = rdzv if rdzv is not None else ("127.0.0.1", 0)
     extra_env: dict[str, str] = {LAUNCHER_PID_ENV: str(os.getpid()), T0_FILE_ENV: str(t0_file)}
+    if resolved is not None:
+        extra_env[RESOLVED_DEVICE_ENV] = ",".join(resolved)
     ranks = _Ranks()
     with contextlib.ExitStack() as st:
         # Registered first, so it runs last: the ranks stop before namespaces or qdiscs go.

@@ -57,6 +57,9 @@ log = logging.getLogger(__name__)
 #: Environment variable naming a file where rank 0 writes the run's time origin
 #: (CLOCK_MONOTONIC seconds) for the kernel shaper of ``netns``/``tc`` modes.
 T0_FILE_ENV = "COMPCTL_T0_FILE"
+#: ``KIND,BACKEND`` the launcher resolved (``cuda,nccl``); ranks started by ``compctl real`` use
+#: it, so launcher and ranks can never disagree about ``auto``; under plain torchrun it is unset.
+RESOLVED_DEVICE_ENV = "COMPCTL_RESOLVED_DEVICE"
 
 
 def _tc_shaper(cfg: RealConfig, trace: Any, t0: float) -> Any:
@@ -420,9 +423,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         facts = machine_facts()
-        kind = resolve_device(cfg.device, local_ranks=local_world, facts=facts,
-                              share_gpu=cfg.share_gpu)
-        backend = resolve_backend(cfg.backend, kind)
+        resolved = os.environ.get(RESOLVED_DEVICE_ENV)
+        if resolved:
+            kind, backend = resolved.split(",")
+        else:
+            kind = resolve_device(cfg.device, local_ranks=local_world, facts=facts,
+                                  share_gpu=cfg.share_gpu)
+            backend = resolve_backend(cfg.backend, kind)
     except (InputError, KeyError, ValueError) as exc:
         sys.stderr.write(f"realrun.worker: error: {exc}\n")
         return 2

@@ -188,3 +188,25 @@ def test_share_gpu_is_left_out_of_configs_that_do_not_use_it() -> None:
     shared = RealConfig(workload="digits-mlp", trace="const:bw_mbps=80", backend="gloo",
                         device="cuda", share_gpu=True)
     assert RealConfig.from_dict(shared.to_dict()) == shared
+
+
+def test_ranks_use_the_launchers_device_resolution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The launcher hands its resolved device and backend to every rank, so a rank cannot
+    resolve ``auto`` differently (e.g. to CUDA where the launcher chose CPU)."""
+    import realrun.launcher as launcher
+    from realrun.worker import RESOLVED_DEVICE_ENV
+
+    seen: list[str | None] = []
+    start = launcher._Ranks.start
+
+    def spy(self: object, cmd: list[str], env: dict[str, str], *a: object, **k: object) -> None:
+        seen.append(env.get(RESOLVED_DEVICE_ENV))
+        start(self, cmd, env, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(launcher._Ranks, "start", spy)
+    code = main(["real", "--workload", "digits-mlp", "--emulation", "none", "--nproc", "1",
+                 "--steps", "3", "--quiet", "--out", str(tmp_path / "r")])
+    assert code == 0
+    assert seen == ["cpu,gloo"]

@@ -18,7 +18,9 @@ Every ``window_steps`` steps the controller
    a real target, "hold ``d`` for a while, then finish at a higher density" (the switch up
    releases the lag the error-feedback residual holds back, the end game the oracle plays);
    a two-phase plan must win by ``two_phase_margin``, because its payoff rests on the model
-   over the whole horizon. A density scores as its best plan; the best density is applied
+   over the whole horizon. Switch points are tried every ``switch_chunks`` chunks of 8
+   iterations (1, the default: every 8 iterations; more: a cheaper plan, for real runs where
+   the plan runs on the critical path). A density scores as its best plan; the best density is applied
    unless it beats the density in force by less than ``switch_margin``.
 
 The first step (no estimate yet) runs the grid's smallest density with, per bucket, the
@@ -30,9 +32,15 @@ barely move it), and each bucket goes over the collective with the
 least corrected time (a real collective may run slower than its model).
 
 It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
-since the last plan, in each of the last ``replan_persist`` observations (1, the default: a move
-in the latest one; more: only a persistent move, so that noisy estimates in a real run, where a
-plan costs milliseconds on the critical path, do not re-plan every step).
+since the last plan, in each of the last ``replan_persist`` observations while it holds the
+grid's least density (1, the default: a move in the latest one; more: only a persistent move, so
+that noisy estimates of a tiny payload's byte term in a real run, where a plan costs
+milliseconds on the critical path, do not re-plan every step; above the least density any move
+re-plans at once, since a slower link costs every step it is not reacted to), or when the
+bandwidth forecast accepts a new level shift: once a new bandwidth level has held for
+``regime_steps`` observations, the forecast describes it alone (level, trend, spread and median
+since the shift), so after a step of the link the plan no longer hedges towards the link before
+it (:class:`LinkForecast`; ``regime_steps=0`` turns this off).
 
 A collective never run yet gets half the mean log correction of those that were (a correction
 absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
@@ -100,24 +108,63 @@ _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 
 
 
 class LinkForecast:
-    """Level, trend and spread of a positive signal in log space over a sliding window."""
+    """Level, trend and spread of a positive signal in log space over a sliding window.
 
-    def __init__(self, history: int, floor: float = 0.0) -> None:
+    With ``regime_steps`` > 0 the window is cut at a level shift (a step of the link): when
+    splitting it in two constant levels explains at least :data:`_SHIFT_SHARE` of its variance
+    and the levels differ by more than ``log(1 + shift)``, and the newer level has held for at
+    least ``regime_steps`` observations, only the observations since the shift count (the
+    level, trend, spread and median describe the link in force, not the one before it). A
+    shift younger than that may be a spike passing, and the whole window still counts.
+    """
+
+    def __init__(self, history: int, floor: float = 0.0, regime_steps: int = 0,
+                 shift: float = 0.25) -> None:
         self._xs: deque[float] = deque(maxlen=history)
         self._floor = float(floor)
+        self._regime_steps = int(regime_steps)
+        self._min_shift = math.log1p(shift)
+        self._cut: int | None = 0
+        self._seen = 0
+        #: :meth:`fit` of the current window (a plan asks for it once per density and case).
+        self._fit: tuple[float, float, float] | None = None
 
     def update(self, value: float) -> None:
         """Add one observation (positive; raised to the floor first, so that a signal touching
         zero does not send the log-space fit to minus infinity)."""
         self._xs.append(math.log(max(value, self._floor)))
+        self._seen += 1
+        self._cut = None
+        self._fit = None
+
+    def regime_start(self) -> int:
+        """Number of observations before the regime in force (the accepted level shift; the
+        window's first observation without one): it moves when a new shift is accepted."""
+        self._regime()
+        first = self._seen - len(self._xs)
+        return first + (self._cut or 0) if self._cut else 0
 
     def __len__(self) -> int:
         return len(self._xs)
 
+    def _regime(self) -> list[float]:
+        """The window's observations since the last accepted level shift (all without one)."""
+        xs = list(self._xs)
+        if self._regime_steps <= 0:
+            return xs
+        if self._cut is None:
+            self._cut = _level_shift(xs, self._regime_steps, self._min_shift)
+        return xs[self._cut:]
+
     def fit(self) -> tuple[float, float, float]:
         """``(level, trend per observation, residual std)`` in log units; level is the fitted
         value at the latest observation."""
-        xs = list(self._xs)
+        if self._fit is None:
+            self._fit = self._fit_window()
+        return self._fit
+
+    def _fit_window(self) -> tuple[float, float, float]:
+        xs = self._regime()
         n = len(xs)
         if n == 0:
             raise ValueError("no observations")
@@ -136,7 +183,7 @@ class LinkForecast:
         """Median of the window (``default`` before any observation)."""
         if not self._xs:
             return default
-        xs = sorted(self._xs)
+        xs = sorted(self._regime())
         m = len(xs) // 2
         return math.exp(xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m]))
 
@@ -148,9 +195,41 @@ class LinkForecast:
         level, slope, std = self.fit()
         # The trend is trusted only as far as the window it was fitted on, and never beyond
         # the range the window saw.
-        ahead = min(steps_ahead, float(len(self._xs)))
-        centre = min(max(self._xs), max(min(self._xs), level + slope * ahead))
+        xs = self._regime()
+        ahead = min(steps_ahead, float(len(xs)))
+        centre = min(max(xs), max(min(xs), level + slope * ahead))
         return math.exp(centre + z * std)
+
+
+#: Share of a window's variance two constant levels must explain to count as a level shift.
+_SHIFT_SHARE = 0.8
+
+
+def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
+    """Index of the first observation after the window's level shift (0 when there is none):
+    the split into two constant levels with the least squared error, accepted when it explains
+    :data:`_SHIFT_SHARE` of the variance, the levels differ by ``min_shift`` and the later one
+    has at least ``min_after`` observations."""
+    n = len(xs)
+    if n < min_after + 2:
+        return 0
+    total = sum(xs)
+    mean = total / n
+    sst = sum((x - mean) ** 2 for x in xs)
+    if sst <= 0.0:
+        return 0
+    best_k, best_gain, head = 0, 0.0, 0.0
+    for k in range(1, n):
+        head += xs[k - 1]
+        m1, m2 = head / k, (total - head) / (n - k)
+        # Between-levels sum of squares: what the split explains.
+        gain = k * (m1 - mean) ** 2 + (n - k) * (m2 - mean) ** 2
+        if gain > best_gain:
+            best_k, best_gain = k, gain
+    head = sum(xs[:best_k])
+    jump = abs((total - head) / (n - best_k) - head / best_k) if best_k else 0.0
+    accept = best_gain >= _SHIFT_SHARE * sst and jump > min_shift and n - best_k >= min_after
+    return best_k if accept else 0
 
 
 def steps_to_progress(
@@ -200,9 +279,11 @@ class MpcPolicy(DensityPolicy):
         two_phase_margin: float = 0.03,
         replan_change: float = 0.25,
         replan_persist: int = 1,
+        switch_chunks: int = 1,
         initial_density: float = 0.001,
         probe_every: int = 0,
         probe_factor: float = 10.0,
+        regime_steps: int = 6,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
@@ -234,10 +315,18 @@ class MpcPolicy(DensityPolicy):
         ):
             raise ValueError(f"replan_persist must be an integer >= 1, got {replan_persist!r}")
         self.replan_persist = int(replan_persist)
+        if isinstance(switch_chunks, bool) or not isinstance(switch_chunks, int) or (
+            switch_chunks < 1
+        ):
+            raise ValueError(f"switch_chunks must be an integer >= 1, got {switch_chunks!r}")
+        self.switch_chunks = int(switch_chunks)
         if probe_every < 0 or not probe_factor > 1.0:
             raise ValueError(f"need probe_every >= 0 and probe_factor > 1, got {probe_every!r}, "
                              f"{probe_factor!r}")
         self.probe_every = int(probe_every)
+        if regime_steps < 0:
+            raise ValueError(f"regime_steps must be >= 0, got {regime_steps!r}")
+        self.regime_steps = int(regime_steps)
         self.probe_factor = float(probe_factor)
         self.compressor = compressor
         self._auto_collective = collective == AUTO
@@ -268,11 +357,17 @@ class MpcPolicy(DensityPolicy):
 
     def _reset_state(self) -> None:
         self._state = ProgressState()
+        # Latency keeps its whole window: the monitor's latency touches the 1 us floor on
+        # links whose latency nears zero, and a log-space level test on a signal clipped at a
+        # floor finds shifts that are the fit's, not the link's (regimes of a few observations
+        # with no spread, planned on with false confidence).
         self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S)
-        self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS)
+        self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
+                                self.replan_change)
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
+        self._regime_on = 0
         #: Consecutive observations whose link moved past ``replan_change`` from the plan's.
         self._moved_run = 0
         self._compress_s = 0.0
@@ -427,8 +522,9 @@ class MpcPolicy(DensityPolicy):
         for m in self._buckets(obs):
             best, best_s = "", math.inf
             for coll in self._candidates[comp]:
-                t = self._comm_terms(coll, obs, m, density, comp).time_s(lat, bw)
-                t *= math.exp(self._correction(coll))
+                terms = self._comm_terms(coll, obs, m, density, comp)
+                t = terms.time_s(lat, bw) * math.exp(self._dominated_correction(
+                    coll, terms, obs, m, density, comp))
                 if t < best_s:
                     best, best_s = coll, t
             choice[m] = best
@@ -449,6 +545,23 @@ class MpcPolicy(DensityPolicy):
         if self._ready[0] != sizes:
             self._ready = (sizes, ready_fractions(sizes))
         return self._ready[1]
+
+    def _dominated_correction(self, coll: str, terms: Any, obs: Observation, m: float,
+                              density: float, comp: str) -> float:
+        """:meth:`_correction` of ``coll``, raised for a collective never run to the correction
+        of any that ran whose terms it dominates for this bucket (as many latencies and bytes
+        or more: it cannot be faster on any link, so no inherited share of a measured slowdown
+        may make it look faster)."""
+        corr = self._correction(coll)
+        if coll in self._corr:
+            return corr
+        for ran, own in self._corr.items():
+            if own <= corr or ran not in self._candidates[comp]:
+                continue
+            other = self._comm_terms(ran, obs, m, density, comp)
+            if terms.n_alpha >= other.n_alpha and terms.n_bytes >= other.n_bytes:
+                corr = own
+        return corr
 
     def _correction(self, coll: str) -> float:
         """Log correction of ``coll``: its own once it ran, else half the mean of those that
@@ -572,6 +685,7 @@ class MpcPolicy(DensityPolicy):
                 continue
             q, lag, prog = st.q, st.lag, st.progress
             n1 = 0.0
+            chunks = 0
             # The first phase never runs longer than holding d1 to the goal would.
             while n1 + _CHUNK < single[d1]:
                 eff, lag_star, rate = self._coeffs(d1, t0 + n1 + 0.5 * _CHUNK)
@@ -584,6 +698,9 @@ class MpcPolicy(DensityPolicy):
                 head = [n1 * x for x in it_s[d1]]
                 if self._robust(head) >= scores[d1]:
                     break
+                chunks += 1
+                if chunks % self.switch_chunks:
+                    continue  # not a candidate switch point
                 mean_head = sum(head) / len(head)
                 for d2 in higher:
                     # The robust score is at least the mean, so a longer finish cannot win.
@@ -668,16 +785,23 @@ class MpcPolicy(DensityPolicy):
                 math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
         moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
         self._moved_run = self._moved_run + 1 if moved >= math.log1p(self.replan_change) else 0
+        # Persistence only at the least density: its payload's byte term is the hardest to see
+        # under timing noise, and holding it is the cheapest mistake; above it, a slower link
+        # costs every step it is not reacted to.
+        persist = self.replan_persist if self._held <= self.grid[-1] else 1
+        regime = self._bw.regime_start()
         if (
             self._planned
             and self._since_plan < self.window_steps
-            and self._moved_run < self.replan_persist
+            and self._moved_run < persist
+            and regime == self._regime_on
         ):
             return self._held
         self._since_plan = 0
         self._moved_run = 0
         self._planned = True
         self._planned_on = link
+        self._regime_on = regime
         self._held = self._plan(obs)
         probe = self._probe(obs, self._held)
         if probe is not None:

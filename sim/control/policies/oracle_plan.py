@@ -146,11 +146,19 @@ class Planner:
         )
         points = sorted(x for x in set(points) if start < x < start + horizon_s)
         if len(points) <= windows - 1:
-            if points or windows == 1:
-                return [start, *points]
-            # No change point (a constant link): an even grid still lets the schedule follow the
-            # gradient statistics over training.
-            return [start + horizon_s * j / windows for j in range(windows)]
+            if windows == 1:
+                return [start]
+            # Few change points (none on a constant link): the even grid fills the remaining
+            # windows, so a schedule can also switch inside a long constant stretch (follow the
+            # gradient statistics, or run denser just before a link falls).
+            grid = [start + horizon_s * j / windows for j in range(1, windows)]
+            spare = windows - 1 - len(points)
+            if spare > 0:
+                # The grid points farthest from any change point first.
+                grid.sort(key=lambda g: (-min((abs(g - x) for x in points), default=math.inf),
+                                         g))
+                points = sorted([*points, *grid[:spare]])
+            return [start, *points]
         picked = set()
         for j in range(1, windows):
             goal = start + horizon_s * j / windows
@@ -167,6 +175,22 @@ class Planner:
         self.bounds = self._windows(fixed[best_i] - self.start_s, windows)
         nw = len(self.bounds)
         choice = [best_i] * nw
+        choice, tta = self._passes(choice, passes)
+        bounds, choice = self._finish(choice, tta)
+        if bounds == self.bounds:
+            return bounds, choice
+        # Around the finishing switch: the windows again (the switch is now a window boundary,
+        # so a window before it can change with it in place), then a second finishing switch on
+        # top (three-phase schedules: hold a low density, run a middle one, finish higher -- or
+        # lower, where the link falls late).
+        self.bounds = bounds
+        choice, tta = self._passes(choice, passes)
+        return self._finish(choice, tta, fixed_bases=False)
+
+    def _passes(self, choice: list[int], passes: int) -> tuple[list[int], float]:
+        """Up to ``passes`` passes over the windows of ``self.bounds``, each window (alone, and
+        with every later one) set to every density in turn, the fastest kept."""
+        nw = len(self.bounds)
         tta, snaps = self.run(choice)
         for _ in range(passes):
             improved = False
@@ -191,14 +215,7 @@ class Planner:
                     improved = True
             if not improved:
                 break
-        bounds, choice = self._finish(choice, tta)
-        if bounds == self.bounds:
-            return bounds, choice
-        # A second finishing switch on top of the first (three-phase schedules: hold a low
-        # density, run a middle one, finish higher -- or lower, where the link falls late).
-        self.bounds = bounds
-        tta, _ = self.run(choice)
-        return self._finish(choice, tta, fixed_bases=False)
+        return choice, tta
 
     def _tail_time(self, i: int, snap: _Snapshot, limit: float) -> float:
         """End time of the iteration reaching the target when density ``i`` runs from state
