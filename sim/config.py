@@ -176,13 +176,8 @@ class SimConfig:
             own, normally ``"default"``), ``"default"``, ``"all"`` or a list of collective names
             (stored comma-joined; :func:`sim.control.selector.resolve_auto_collectives`). In
             :meth:`to_dict` only when set, so earlier configurations are unchanged.
-        warmup_steps: the first this many iterations run the dense default decision without
-            asking the policy and feed no link monitor, as a real run's hook does
-            (``compctl real --warmup-steps``, 1 there: DDP rebuilds its buckets after the first
-            iteration and the connections warm up); the policy's first observation is then
-            the last warm-up iteration's measurement, with no link estimate. ``compctl
-            validate`` sets it from the real run. 0 (the default): the policy decides every
-            iteration; in :meth:`to_dict` only when set, so earlier configurations are unchanged.
+        warmup_steps: first iterations run dense without asking the policy or feeding the
+            monitor, as a real hook's warm-up (``validate`` sets it; 0, in to_dict only if set).
 
     The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
     when not at their defaults, so earlier configurations (and their run ids) are unchanged.
@@ -329,10 +324,9 @@ class SimConfig:
         """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
         d = asdict(self)
         d["policy_params"] = dict(self.policy_params)
-        if d["auto_collectives"] is None:
-            del d["auto_collectives"]
-        if d["warmup_steps"] == 0:
-            del d["warmup_steps"]
+        for name, unset in (("auto_collectives", None), ("warmup_steps", 0)):
+            if d[name] == unset:
+                del d[name]
         for name, default in (
             *_STEPWISE_DEFAULTS.items(),
             *_SYNC_DEFAULTS.items(),
