@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,17 +80,15 @@ def _summary(path: Path) -> dict[str, Any]:
 
 
 def real_runs(out: Path, device: str, steps: int, synth_steps: int,
-              rows: list[dict[str, Any]], on_row: Any = None) -> None:
+              rows: list[dict[str, Any]], on_row: Callable[[], None] | None = None) -> None:
     """Every (rank set-up, workload, variant) run; appends one row each to ``rows`` and calls
     ``on_row`` after each (so a time-boxed run keeps what finished)."""
     import torch
 
-    setups: list[tuple[str, int, str, bool]] = [("1 rank nccl", 1, "nccl", False),
-                                                ("2 ranks gloo", 2, "gloo", False)]
-    if device == "cuda" and torch.cuda.device_count() < 2:
-        setups[1] = ("2 ranks gloo, one shared GPU", 2, "gloo", True)
-    if device == "cpu":
-        setups = [("1 rank gloo", 1, "gloo", False), ("2 ranks gloo", 2, "gloo", False)]
+    one = "1 rank nccl" if device == "cuda" else "1 rank gloo"
+    share = device == "cuda" and torch.cuda.device_count() < 2
+    setups = [(one, 1, one.split()[-1], False),
+              ("2 ranks gloo, one shared GPU" if share else "2 ranks gloo", 2, "gloo", share)]
     for workload, synthetic, n in (("digits-cnn", False, steps),
                                    ("resnet50", True, synth_steps)):
         for setup, nproc, backend, share in setups:
@@ -135,11 +134,10 @@ def _markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {r['setup']} | {r['workload']} | {r['variant']} | failed: "
                          f"{r['error'][:300]} | | | | | | |")
             continue
-        lines.append(
-            f"| {r['setup']} | {r['workload']} | {r['variant']} | {r['device']} | "
-            f"{r['backend']} | {r['transfer']} | {r.get('iter_ms', float('nan')):.3f} | "
-            f"{r.get('compute_ms', float('nan')):.3f} | {r.get('compress_ms', float('nan')):.3f}"
-            f" | {r.get('comm_ms', float('nan')):.3f} |")
+        times = " | ".join(f"{r.get(k + '_ms', float('nan')):.3f}"
+                           for k in ("iter", "compute", "compress", "comm"))
+        lines.append(f"| {r['setup']} | {r['workload']} | {r['variant']} | {r['device']} | "
+                     f"{r['backend']} | {r['transfer']} | {times} |")
     lines += ["", "## Hook overhead (interleaved, ratio of medians to built-in DDP)", "",
               "| set-up | workload | built-in ms | hook ms | ratio | per-step agreement ms | "
               "ratio |", "|---|---|---|---|---|---|---|"]

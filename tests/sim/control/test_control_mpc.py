@@ -195,22 +195,28 @@ def _small_run_obs(step: int, d: Decision, comm_s: float, bw: float) -> Observat
                        extra={"iteration_s": 1.6e-3 + comm_s})
 
 
-def test_mpc_noise_on_the_collective_in_use_does_not_make_an_untried_one_cheap() -> None:
-    # A 2-rank run of a small model: allgather (one latency) is the right sparse collective,
-    # AR-Topk (three) is not. Timing noise makes every allgather measure 4x its prediction:
-    # untried collectives carry half of that correction, so the choice stays allgather.
+def _collectives_under_noise(factor: float, steps: int) -> list[str]:
+    """The collectives mpc picks on a 2-rank small-model run where every collective measures
+    ``factor`` times its prediction (1 ms latency, 10 Mbit/s)."""
     from sim.control.selector import collective_time_s
 
     lat, bw = 1e-3, 1.25e6
     p = make_policy("mpc", switch_margin=0.999, window_steps=1)
     obs = Observation(step=0, world_size=2, grad_bytes=38_440)
     colls = []
-    for k in range(20):
+    for k in range(steps):
         d = p.decide(obs)
         colls.append(d.collective)
         pred = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
-        obs = _small_run_obs(k + 1, d, 4.0 * pred, bw)
-    assert set(colls) == {"allgather"}
+        obs = _small_run_obs(k + 1, d, factor * pred, bw)
+    return colls
+
+
+def test_mpc_noise_on_the_collective_in_use_does_not_make_an_untried_one_cheap() -> None:
+    # A 2-rank run of a small model: allgather (one latency) is the right sparse collective,
+    # AR-Topk (three) is not. Timing noise makes every allgather measure 4x its prediction:
+    # untried collectives carry half of that correction, so the choice stays allgather.
+    assert set(_collectives_under_noise(4.0, 20)) == {"allgather"}
 
 
 def test_mpc_probes_a_denser_density_once_per_period_while_shapes_are_alike() -> None:
@@ -342,18 +348,7 @@ def test_mpc_never_moves_to_an_untried_collective_its_measured_one_dominates() -
     # Timing noise makes every allgather measure 12x its prediction: half of that, inherited,
     # used to make the untried AR-Topk look cheaper (3 x 12 ** 0.5 < 12); it cannot be
     # faster on any link, so it is never chosen.
-    from sim.control.selector import collective_time_s
-
-    lat, bw = 1e-3, 1.25e6
-    p = make_policy("mpc", switch_margin=0.999, window_steps=1)
-    obs = Observation(step=0, world_size=2, grad_bytes=38_440)
-    colls = []
-    for k in range(30):
-        d = p.decide(obs)
-        colls.append(d.collective)
-        pred = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
-        obs = _small_run_obs(k + 1, d, 12.0 * pred, bw)
-    assert set(colls) == {"allgather"}
+    assert set(_collectives_under_noise(12.0, 30)) == {"allgather"}
 
 
 def test_mpc_persists_only_at_the_least_density() -> None:
