@@ -383,6 +383,7 @@ def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,
         "est_latency_s": nan if st.est_latency_s is None else st.est_latency_s,
         "est_bandwidth_Bps": nan if st.est_bandwidth_Bps is None else st.est_bandwidth_Bps,
         "warmup": st.warmup,
+        "decide_s": st.decide_s,
     }
 
 

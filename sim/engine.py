@@ -41,9 +41,10 @@ import logging
 import math
 import platform
 import sys
+import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -569,6 +570,12 @@ def simulate(
     }
     if stepwise:
         cols["straggler_wait_s"] = []
+    # The decision cost (0 by default: the column exists only when charged, so plain runs keep
+    # their exact records).
+    timed_decisions = cfg.measure_decisions
+    charge_decisions = timed_decisions or cfg.decision_s > 0.0
+    if charge_decisions:
+        cols["decide_s"] = []
     lossy_on = model.lossy is not None
     if lossy_on:
         cols["delivered_frac"] = []
@@ -607,7 +614,14 @@ def simulate(
             state["factor"] = factor = stragglers.next_factor()
             # Warm-up (a real hook's first iterations): the dense default, unobserved.
             warm = it < cfg.warmup_steps
-            decision = Decision() if warm else policy.decide(obs)
+            if warm:
+                decision, decide_s = Decision(), 0.0
+            elif timed_decisions:
+                t0 = time.perf_counter()
+                decision = policy.decide(obs)
+                decide_s = cfg.decision_s + (time.perf_counter() - t0)
+            else:
+                decision, decide_s = policy.decide(obs), cfg.decision_s
             if not isinstance(decision, Decision):
                 raise InputError(f"policy {cfg.policy!r} returned {decision!r}, not a Decision")
             if sync_default and decision.sync == "allreduce":
@@ -615,6 +629,11 @@ def simulate(
             plan = model.plan(decision, it)
             start = env.now
             res = model.run(plan, start, factor, None if warm else observe)
+            if decide_s > 0.0:
+                # The decision runs on the critical path (the real hook's first bucket):
+                # serially, counted as compute, as the hook's records count it.
+                res = replace(res, compute_s=res.compute_s + decide_s,
+                              iter_s=res.iter_s + decide_s)
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
             cols["start_s"].append(start)
             cols["compute_s"].append(res.compute_s)
@@ -640,6 +659,8 @@ def simulate(
             sync_cols["sync"].append(decision.sync)
             sync_cols["groups"].append(decision.groups)
             sync_cols["shuffle_every"].append(decision.shuffle_every)
+            if charge_decisions:
+                cols["decide_s"].append(decide_s)
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)
                 model.account(plan)

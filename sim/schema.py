@@ -41,4 +41,5 @@ OPTIONAL_COLUMNS: dict[str, str] = {
     "est_latency_s": "float64",  # the monitor's estimates the controller saw
     "est_bandwidth_Bps": "float64",
     "rank": "int64",
+    "decide_s": "float64",  # the controller's decide() wall time charged to the iteration
 }

@@ -15,7 +15,8 @@ table where each rank fills only its own row hands every rank all rows, from whi
 5, 6   gain numerator and denominator (kept and total squared norms)
 7      bytes sent
 8      squared gradient norm (``-1``: not computed)
-9..    per collective, the time the link spent on it
+9      the controller's decision time (``decide()`` wall time; 0 in warm-up)
+10..   per collective, the time the link spent on it
 ====== ===============================================================
 """
 
@@ -30,6 +31,7 @@ from sim.collectives import AlphaBeta
 from sim.control.types import Decision
 
 __all__ = [
+    "DECIDE_COL",
     "NORM_COL",
     "SERVICE_COL",
     "Accum",
@@ -44,8 +46,10 @@ __all__ = [
 
 #: Column of the squared gradient norm in a rank's row (the VAR owner reads it per rank).
 NORM_COL = 8
+#: Column of the controller's decision time (``decide()`` wall seconds).
+DECIDE_COL = 9
 #: First column of the per-collective service times.
-SERVICE_COL = 9
+SERVICE_COL = 10
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class IterationStats:
     #: The link's time on this iteration's collectives: per collective the least span over
     #: ranks (the last rank to arrive finds the others ready), summed; NaN when not agreed.
     link_comm_s: float = math.nan
+    #: The controller's decision time for this iteration (``decide()`` wall seconds, the
+    #: slowest rank's; it runs at the first bucket, on the critical path): 0 in warm-up.
+    decide_s: float = math.nan
 
 
 @dataclass
@@ -97,6 +104,8 @@ class Accum:
     gain_num: float = 0.0
     gain_den: float = 0.0
     norm_sq: float = 0.0
+    #: Wall seconds the controller's ``decide()`` took for this iteration (0: not asked).
+    decide_s: float = 0.0
     grad_bytes: int = 0
     #: Dense bytes of each bucket seen, by bucket index.
     bucket_bytes: dict[int, int] = field(default_factory=dict)
@@ -158,6 +167,7 @@ def local_row(cur: Accum, iter_s: float | None) -> list[float]:
         cur.gain_den,
         float(sum(iv.terms.n_bytes for iv in cur.intervals)),
         cur.norm_sq,
+        cur.decide_s,
         *services,
     ]
 
@@ -192,4 +202,5 @@ def agreed_stats(
         owner=cur.owner,
         warmup=cur.warmup,
         link_comm_s=link_comm_s,
+        decide_s=tmax[DECIDE_COL],
     )

@@ -9,6 +9,7 @@ The communication paths live in :mod:`realrun.hook.exchange`.
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import torch
@@ -225,17 +226,21 @@ class CompressionHookState:
             )
             if ref is not None and ref > 0.0:
                 self.monitor.set_latency_reference(ref)
+        decide_s = 0.0
         if warm:
             decision = Decision()
         else:
-            decision = self.controller.decide(self.observation())
+            obs = self.observation()
+            t0 = time.perf_counter()
+            decision = self.controller.decide(obs)
+            decide_s = time.perf_counter() - t0
             if decision not in self._checked:
                 check_compatible(decision.compressor, decision.collective)
                 self._checked.add(decision)
         owner: int | None = None
         if any(c.startswith("artopk") for c in decision.collectives_used()):
             owner = self.agreement.owner(self.step)
-        self._cur = Accum(self.step, decision, warm, owner)
+        self._cur = Accum(self.step, decision, warm, owner, decide_s=decide_s)
         return self._cur
 
     def close_bucket(self, bucket: dist.GradBucket) -> None:
