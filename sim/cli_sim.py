@@ -117,6 +117,14 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         "(serial, in compute_s, as a real run's decide_s; default 0)",
     )
     p.add_argument(
+        "--decision-lag",
+        type=int,
+        default=0,
+        choices=(0, 1),
+        help="1: apply each decision one iteration after the observation it was made on, its "
+        "cost hidden in that iteration's communication (as compctl real --decision-lag 1)",
+    )
+    p.add_argument(
         "--measure-decisions",
         action="store_true",
         help="also charge each decide() call's measured wall time (not reproducible)",
@@ -164,6 +172,7 @@ def _sim_config(args: argparse.Namespace) -> Any:
         compress_scale=args.compress_scale,
         decision_s=args.decision_s,
         measure_decisions=args.measure_decisions,
+        decision_lag=args.decision_lag,
         straggler_sigma=args.straggler_sigma,
         worker_speed_sigma=args.worker_speed_sigma,
         gpus_per_node=args.gpus_per_node,

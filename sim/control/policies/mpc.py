@@ -214,7 +214,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._window_known: dict[bool, bool] = {True: False, False: False}
         self._ready: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
         self._gain_ratio = 1.0
-        self._coeff_cache: dict[tuple[float, float], tuple[float, float, float]] = {}
+        self._coeff_cache: dict[tuple[float, float], Any] = {}
         #: The planned density (a probe step runs another one without changing the plan).
         self._held = self.density
         self._probing = False
