@@ -18,9 +18,9 @@ __all__ = ["MpcPlanning"]
 #: Iterations per chunk of the progress prediction.
 _CHUNK = 8
 _HALF_CHUNK = 0.5 * _CHUNK
-#: Cached per (density, mid-step): efficiency, equilibrium lag, relaxation rate and the
-#: powers ``(1 - rate) ** k``, ``k = 0 .. _CHUNK``.
-_Coeffs = tuple[float, float, float, tuple[float, ...]]
+#: Cached per (density, mid-step): efficiency, equilibrium lag, relaxation rate and
+#: ``(1 - rate) ** _CHUNK``.
+_Coeffs = tuple[float, float, float, float]
 
 
 class MpcPlanning(MpcPricing, UsesProgressModel):
@@ -39,9 +39,9 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
     _bw: LinkForecast
 
     def _coeffs(self, density: float, mid: float) -> _Coeffs:
-        """``(efficiency, equilibrium lag, relaxation rate, (1 - rate) ** k for k = 0 ..
-        _CHUNK)`` of ``density`` around step ``mid``: the workload model's gain there, scaled by
-        the measured-over-model ratio (the powers are what a chunk's lag relaxation takes)."""
+        """``(efficiency, equilibrium lag, relaxation rate, (1 - rate) ** _CHUNK)`` of
+        ``density`` around step ``mid``: the workload model's gain there, scaled by the
+        measured-over-model ratio (the power is a whole chunk's lag relaxation)."""
         key = (density, mid)
         hit = self._coeff_cache.get(key)
         if hit is None:
@@ -52,9 +52,7 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
                 g = min(1.0, pm.gain(self.compressor, density, mid) * self._gain_ratio)
             lag_star = pm.lam * (1.0 / g - 1.0) / (1.0 + mid * pm.inv_phase)
             rate = min(1.0, pm.mu * g)
-            keep = 1.0 - rate
-            hit = (pm.efficiency(g), lag_star, rate,
-                   tuple(keep**k for k in range(_CHUNK + 1)))
+            hit = (pm.efficiency(g), lag_star, rate, (1.0 - rate) ** _CHUNK)
             self._coeff_cache[key] = hit
         return hit
 
@@ -66,7 +64,7 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         middle, the lag relaxing geometrically within it), whole iterations counted.
 
         This runs hundreds of times per plan (on a real run's critical path): the cached
-        coefficients carry the relaxation's powers, and the arithmetic is written out in the
+        coefficients carry a chunk's relaxation, and the arithmetic is written out in the
         order of the plain recursion, so the result is the same to the bit."""
         if prog >= goal:
             return 0.0
@@ -77,13 +75,15 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
             hit = cache.get((density, mid))
             if hit is None:
                 hit = self._coeffs(density, mid)
-            eff, lag_star, _, keep = hit
+            eff, lag_star, rate, keep = hit
             q_end = q + _CHUNK * eff
-            lag_end = lag_star + (lag - lag_star) * keep[_CHUNK]
+            lag_end = lag_star + (lag - lag_star) * keep
             if q_end - lag_end >= goal:
                 # Whole iterations: even a sliver of progress costs a full one.
                 k = 1
-                while k < _CHUNK and q + k * eff - (lag_star + (lag - lag_star) * keep[k]) < goal:
+                while k < _CHUNK and (
+                    q + k * eff - (lag_star + (lag - lag_star) * (1.0 - rate) ** k) < goal
+                ):
                     k += 1
                 return n + k
             q, lag = q_end, lag_end
@@ -158,7 +158,7 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
             while n1 + _CHUNK < single[d1]:
                 eff, lag_star, _, keep = self._coeffs(d1, t0 + n1 + _HALF_CHUNK)
                 q += _CHUNK * eff
-                lag = lag_star + (lag - lag_star) * keep[_CHUNK]
+                lag = lag_star + (lag - lag_star) * keep
                 prog = max(prog, q - lag)
                 n1 += _CHUNK
                 if prog >= goal:
