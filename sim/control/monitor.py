@@ -19,8 +19,8 @@ latency-dominated collectives moves the latency, not the bandwidth.
 
 Pure: numpy only.
 
-Size (over 400 lines): the estimators (least squares, robust split, Kalman filter) share
-the observation window and are selected by one parameter.
+The Kalman filter is :mod:`.monitor_kalman`, the scalar smoothers :mod:`.smoothing`, the
+identifiability test and the pinned split :mod:`.monitor_split`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .monitor_kalman import KalmanLink
 from .monitor_split import identifiable, pinned_split
+from .smoothing import EwmaFilter, MinFilter
 
 __all__ = [
     "fit_alpha_beta",
@@ -59,14 +61,6 @@ _START_SINE = 0.05
 _CONSISTENT_REL = 1e-6
 #: Log-space standard deviation the Kalman filter restarts with from such an exact split.
 _EXACT_SD = 0.1
-#: One robust update moves either log term by at most this much.
-_MAX_LOG_STEP = 1.0
-#: Least latency the Kalman filter works with (1 us, below any network's per-message latency).
-#: Its gain on latency is proportional to latency's share of a predicted duration, so a split
-#: that puts latency near zero (a link whose latency touches zero) would make that estimate
-#: absorbing: a later rise in latency would then be read as a collapse of bandwidth.
-_MIN_ALPHA_S = 1e-6
-
 # Rows whose (n_alpha, n_bytes) directions differ by less than this (sine of the angle between
 # them, after scaling the columns) count as "the same shape": they cannot separate alpha from beta.
 _MIN_SINE = 1e-6
@@ -210,126 +204,6 @@ def _robust_start(rows: Sequence[tuple[float, float, float]]) -> tuple[float, fl
     if not (a > 0.0 and b > 0.0 and t > 0.0):
         return None
     return 0.5 * t / a, 0.5 * t / b, 1.0
-
-
-class KalmanLink:
-    """Recursive estimate of ``(alpha, beta)`` that uses every measurement exactly once.
-
-    An extended Kalman filter on ``(log alpha, log beta)``: both follow a random walk (relative
-    steps ``drift`` and ``bandwidth_drift`` per measurement), and a measured duration ``t = n_alpha alpha + n_bytes beta``
-    carries a relative error ``noise``. In log space the measurement's sensitivities are the
-    shares of the two terms in the predicted duration, so a surprise is split between them in
-    proportion to how much each contributes to that measurement and how uncertain it is: a
-    longer latency-dominated collective moves the latency, not the bandwidth. A direction no
-    measurement resolves (every row the same shape) keeps its value, with an uncertainty capped
-    at a factor ``e ** cap`` either way, until a measurement of another shape pins it. Unlike a
-    refit of a sliding window, a row is never reused, so repeated refits cannot drift along the
-    direction the rows cannot resolve.
-
-    Args:
-        alpha_s, beta_s_per_byte: the starting estimate (both > 0).
-        rel_sd: standard deviation of the starting estimate in log units.
-        drift: random-walk step of log alpha per measurement.
-        bandwidth_drift: random-walk step of log beta per measurement: smaller, because
-            latency moves faster than bandwidth on the links we model (queueing delay varies
-            per packet, capacity per flow change), so a surprise nothing else resolves goes
-            mostly to latency.
-        noise: relative measurement error.
-        cap: largest standard deviation of each log term.
-    """
-
-    def __init__(
-        self,
-        alpha_s: float,
-        beta_s_per_byte: float,
-        *,
-        rel_sd: float = 0.5,
-        drift: float = 0.1,
-        bandwidth_drift: float = 0.03,
-        noise: float = 0.05,
-        cap: float = 1.0,
-    ) -> None:
-        if not (alpha_s > 0.0 and beta_s_per_byte > 0.0):
-            raise ValueError("the starting estimate needs alpha > 0 and beta > 0")
-        self._u = math.log(max(alpha_s, _MIN_ALPHA_S))
-        self._v = math.log(beta_s_per_byte)
-        self._drift2 = drift * drift
-        self._bw_drift2 = bandwidth_drift * bandwidth_drift
-        self._noise2 = noise * noise
-        self._cap2 = cap * cap
-        self._p11 = self._p22 = rel_sd * rel_sd
-        self._p12 = 0.0
-
-    @property
-    def alpha_s(self) -> float:
-        """Current latency estimate (seconds)."""
-        return math.exp(self._u)
-
-    @property
-    def beta(self) -> float:
-        """Current inverse bandwidth estimate (seconds per byte)."""
-        return math.exp(self._v)
-
-    def update(self, n_alpha: float, n_bytes: float, seconds: float) -> tuple[float, float]:
-        """Fold one measurement in; return the new ``(alpha_s, beta_s_per_byte)``."""
-        alpha, beta = self.alpha_s, self.beta
-        ta, tb = n_alpha * alpha, n_bytes * beta
-        pred = ta + tb
-        if not (pred > 0.0 and seconds > 0.0):
-            return alpha, beta
-        h1, h2 = ta / pred, tb / pred
-        p11 = min(self._cap2, self._p11 + self._drift2)
-        p22 = min(self._cap2, self._p22 + self._bw_drift2)
-        p12 = self._p12
-        lim = math.sqrt(p11 * p22)
-        p12 = max(-lim, min(lim, p12))
-        ph1 = p11 * h1 + p12 * h2
-        ph2 = p12 * h1 + p22 * h2
-        s = h1 * ph1 + h2 * ph2 + self._noise2
-        k1, k2 = ph1 / s, ph2 / s
-        innov = math.log(seconds / pred)
-        self._u = max(
-            math.log(_MIN_ALPHA_S), self._u + max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k1 * innov))
-        )
-        self._v += max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k2 * innov))
-        self._p11 = p11 - k1 * ph1
-        self._p22 = p22 - k2 * ph2
-        self._p12 = p12 - k1 * ph2
-        return self.alpha_s, self.beta
-
-
-class EwmaFilter:
-    """Exponentially weighted moving average: ``v <- (1 - weight) v + weight x``."""
-
-    def __init__(self, weight: float) -> None:
-        if not (0.0 < weight <= 1.0):
-            raise ValueError(f"EWMA weight must be in (0, 1], got {weight!r}")
-        self.weight = float(weight)
-        self.value: float | None = None
-
-    def update(self, x: float) -> float:
-        """Fold ``x`` in and return the new average (the first sample is taken as is)."""
-        self.value = x if self.value is None else self.value + self.weight * (x - self.value)
-        return self.value
-
-
-class MinFilter:
-    """Minimum over the last ``window`` samples (a windowed "base delay" filter)."""
-
-    def __init__(self, window: int) -> None:
-        if window < 1:
-            raise ValueError(f"min-filter window must be >= 1, got {window!r}")
-        self._samples: deque[float] = deque(maxlen=int(window))
-
-    @property
-    def value(self) -> float | None:
-        """The current minimum, or ``None`` before the first sample."""
-        return min(self._samples) if self._samples else None
-
-    def update(self, x: float) -> float:
-        """Add ``x`` and return the minimum over the window."""
-        self._samples.append(x)
-        return min(self._samples)
 
 
 class LinkMonitor:

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import math
 
-from ..monitor import MinFilter
 from ..registry import register_policy
 from ..selector import collective_time_s
+from ..smoothing import MinFilter
 from ..types import Observation
 from .delay_target import InformedStart, reachable_target_s
 from .density_base import DensityPolicy, GatedDensityPolicy

@@ -27,8 +27,8 @@ import math
 import numpy as np
 
 from ..decision_builder import parse_densities
-from ..monitor import EwmaFilter
 from ..registry import register_policy
+from ..smoothing import EwmaFilter
 from ..types import Observation
 from .density_base import DensityPolicy
 
