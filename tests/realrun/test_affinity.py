@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from realrun.affinity import available_cores, core_for, pin_to
 from realrun.allreduce_bench import measure
 from realrun.config import RealConfig
+from sim.entry import main
 from sim.errors import InputError
+from sim.rundir import read_run
 
 
 def test_ranks_go_round_robin_over_the_usable_cores() -> None:
@@ -50,3 +54,25 @@ def test_pinned_microbenchmark_in_interleaved_rounds_gives_one_time_per_size() -
     pts = measure(2, 2048, iters=2, warmup=1, rounds=2, pin_cores=True)
     assert [(m.ranks, m.size_bytes) for m in pts] == [(2, 1024.0), (2, 2048.0)]
     assert all(m.time_s > 0 for m in pts)
+
+
+def test_compctl_real_pin_cores_pins_every_rank_round_robin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import realrun.launcher as launcher
+
+    asked: list[int] = []
+
+    def recording_pin_to(core: int) -> Callable[[], None]:
+        asked.append(core)
+        return pin_to(core)
+
+    monkeypatch.setattr(launcher, "pin_to", recording_pin_to)
+    out = tmp_path / "r"
+    assert main(["real", "--nproc", "2", "--workload", "digits-mlp", "--trace",
+                 "const:lat_ms=1,bw_mbps=100", "--steps", "3", "--eval-every", "3",
+                 "--pin-cores", "--out", str(out), "--quiet"]) == 0
+    cores = available_cores()
+    assert asked == [core_for(0, cores), core_for(1, cores)]
+    _, meta = read_run(out)
+    assert meta["config"]["pin_cores"] is True
