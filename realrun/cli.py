@@ -89,6 +89,9 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--decision-lag", type=int, default=0, choices=(0, 1),
                    help="1: compute each decision one step ahead, in the network wait, and "
                    "apply it a step later (as compctl sim --decision-lag 1; default 0)")
+    p.add_argument("--pin-cores", action="store_true",
+                   help="pin local rank r to the r-th usable CPU core, round robin (less "
+                   "scheduling noise in timings on a machine with few cores)")
     p.add_argument("--memory", default="residual", help="error feedback: residual, dgc, none")
     p.add_argument("--owner", default="star", choices=["star", "var"],
                    help="AR-Topk index owner rule")
@@ -159,6 +162,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         warmup_steps=args.warmup_steps,
         latency_pings=args.latency_pings,
         decision_lag=args.decision_lag,
+        pin_cores=args.pin_cores,
         memory=args.memory,
         owner_rule=args.owner,
         bucket_cap_mb=args.bucket_cap_mb,

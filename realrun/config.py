@@ -35,7 +35,7 @@ _SHORTCUT_DEFAULTS: dict[str, Any] = {
     "share_gpu": False,
 }
 #: Monitor options, left out of ``to_dict`` at their defaults (earlier runs' ids unchanged).
-_MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0, "decision_lag": 0}
+_MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0, "decision_lag": 0, "pin_cores": False}
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,8 @@ class RealConfig:
             ``s`` during step ``s`` (in its network wait) and apply it at step ``s + 1``
             (:mod:`realrun.hook.ahead`; the simulator's ``decision_lag`` does the same); left
             out of :meth:`to_dict` at 0.
+        pin_cores: pin local rank ``r`` to the ``r``-th usable core, round robin
+            (:mod:`realrun.affinity`; left out of :meth:`to_dict` when off).
         memory: error-feedback memory (``residual``, ``dgc``, ``none``).
         owner_rule: AR-Topk index owner (``star`` or ``var``).
         bucket_cap_mb: DDP bucket capacity in MiB (torch's default is 25).
@@ -139,6 +141,7 @@ class RealConfig:
     share_gpu: bool = False
     latency_pings: int = 0
     decision_lag: int = 0
+    pin_cores: bool = False
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives
