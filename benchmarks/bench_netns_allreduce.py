@@ -5,6 +5,7 @@ Usage (root)::
     python benchmarks/bench_netns_allreduce.py [--save-cal CAL.csv --save-held HELD.csv]
     python benchmarks/bench_netns_allreduce.py --cal CAL.csv --held HELD.csv   # re-fit only
     ... [--message-bytes]   # fit the fixed wire bytes per message too
+    ... [--pin-cores] [--rounds R] [--max-repeats M]   # less noise: see --help
 
 Two separate measurement runs of the gloo allreduce microbenchmark
 (:func:`realrun.allreduce_bench.measure_netns`: one namespace per rank, tbf on every rank's
@@ -73,14 +74,25 @@ def main() -> int:
     ap.add_argument("--message-bytes", action="store_true",
                     help="fit the transport's fixed wire bytes per message too "
                     "(compctl calibrate --fit-message-bytes)")
+    ap.add_argument("--pin-cores", action="store_true",
+                    help="pin rank r to the r-th usable core, round robin")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat each sweep over sizes this many times, interleaved; a size's "
+                    "time is the median of its per-round medians")
+    ap.add_argument("--max-repeats", type=int, default=60,
+                    help="at most this many timed repeats of a quick (small) size")
     a = ap.parse_args()
     cal = read_csv(a.cal) if a.cal else measure_netns(CAL_RATES, max(RANKS), max(CAL_SIZES),
-                                                       sizes=CAL_SIZES, ranks=RANKS)
+                                                       sizes=CAL_SIZES, ranks=RANKS,
+                                                       rounds=a.rounds, pin_cores=a.pin_cores,
+                                                       max_repeats=a.max_repeats)
     if a.save_cal:
         write_csv(a.save_cal, cal)
     held = read_csv(a.held) if a.held else measure_netns(HELD_RATES, max(RANKS),
                                                           max(HELD_SIZES), sizes=HELD_SIZES,
-                                                          ranks=RANKS)
+                                                          ranks=RANKS, rounds=a.rounds,
+                                                          pin_cores=a.pin_cores,
+                                                          max_repeats=a.max_repeats)
     if a.save_held:
         write_csv(a.save_held, held)
     res = evaluate(cal, held, a.message_bytes)

@@ -1,7 +1,8 @@
 """Sim-vs-real validation on real transport: netns runs (real TCP through tbf-shaped veth pairs).
 
 Usage: ``python benchmarks/bench_netns_validation.py [--ranks 2,4] [--steps 100] [--json]
-[--keep DIR] [--reuse] [--pricing one-call|per-call|per-call-by-time] [--message-bytes]`` (root: network namespaces and tc).
+[--keep DIR] [--reuse] [--pricing one-call|per-call|per-call-by-time] [--message-bytes]
+[--pin-cores] [--delay-policy dc2-aimd|dc2-pi|...]`` (root: network namespaces and tc).
 
 For every rank count, three stages, each on runs of its own:
 
@@ -72,14 +73,21 @@ PRICING = "per-call"
 # --fit-min-transfer-ms: efficiencies fitted on transfers at least this long (tbf burst: 1 ms)
 MIN_TRANSFER_MS = NETNS_MIN_TRANSFER_MS
 MESSAGE_BYTES = False  # --message-bytes: fit the transport's wire bytes per message too
+PIN_CORES = False  # --pin-cores: ranks (runs and microbenchmark) pinned to cores, round robin
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
-STEPS_SCALE = {"dense": 1, "fixed-topk-10%": 3, "dc2-aimd": 3}
+STEPS_SCALE = {"dense": 1, "fixed-topk-10%": 3, "dc2-aimd": 3, "dc2-pi": 3}
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}),
     "fixed-topk-10%": ("fixed", {"density": 0.1, "collective": "allgather"}),
     "dc2-aimd": ("dc2-aimd", {"target_s": 0.03, "collective": "allgather"}),
+}
+# --delay-policy: the delay-driven policies the validation can run in dc2-aimd's place (each on
+# the same 30 ms target of measured communication time, the sparse exchange by allgather).
+DELAY_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "dc2-aimd": POLICIES["dc2-aimd"],
+    "dc2-pi": ("dc2-pi", {"target_s": 0.03, "collective": "allgather"}),
 }
 
 
@@ -90,7 +98,7 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
         points = read_csv(str(csv_path))
     else:
         points = measure_netns(CAL_RATES, n, max(CAL_SIZES), iters=3, sizes=CAL_SIZES,
-                               ranks=[n], ops=("allreduce", "allgather"))
+                               ranks=[n], ops=("allreduce", "allgather"), pin_cores=PIN_CORES)
         write_csv(str(csv_path), points)
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0),
                         allgather_by_size=PRICING == "per-call-by-time",
@@ -117,11 +125,12 @@ def run_one(tmp: Path, name: str, n: int, policy: str, params: dict[str, Any], t
     with ``REUSE``)."""
     if REUSE and (tmp / name / "meta.json").is_file():
         cfg = json.loads((tmp / name / "meta.json").read_text()).get("config", {})
-        if cfg.get("trace") == trace and int(cfg.get("steps", -1)) == steps:
+        if (cfg.get("trace") == trace and int(cfg.get("steps", -1)) == steps
+                and cfg.get("policy") == policy and cfg.get("policy_params", {}) == params):
             return tmp / name
     cfg = RealConfig(workload=WORKLOAD, nproc=n, steps=steps, emulation="netns", trace=trace,
                      policy=policy, policy_params=params, eval_every=steps, seed=seed,
-                     agreement=agreement)
+                     agreement=agreement, pin_cores=PIN_CORES)
     out = launch(cfg, tmp / name, force=True)
     assert out is not None
     return out
@@ -205,8 +214,21 @@ def main() -> int:
     ap.add_argument("--message-bytes", action="store_true",
                     help="fit the transport's fixed wire bytes per message too "
                     "(compctl calibrate --fit-message-bytes)")
+    ap.add_argument("--pin-cores", action="store_true",
+                    help="pin every rank (runs and microbenchmark) to a core, round robin")
+    ap.add_argument("--delay-policy", default="dc2-aimd",
+                    help="the delay-driven policies validated, comma-separated, of "
+                    f"{', '.join(sorted(DELAY_POLICIES))} (default dc2-aimd)")
     args = ap.parse_args()
-    global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES
+    global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES, PIN_CORES
+    PIN_CORES = args.pin_cores
+    delay = args.delay_policy.split(",")
+    unknown = sorted(set(delay) - set(DELAY_POLICIES))
+    if unknown:
+        sys.stderr.write(f"error: unknown --delay-policy {unknown[0]!r}\n")
+        return 2
+    del POLICIES["dc2-aimd"]
+    POLICIES.update({name: DELAY_POLICIES[name] for name in delay})
     MESSAGE_BYTES = args.message_bytes
     MIN_TRANSFER_MS = args.fit_min_transfer_ms
     REUSE = bool(args.reuse and args.keep)

@@ -4,6 +4,11 @@ For every rank count ``2..max_ranks`` the launcher starts that many processes of
 (gloo, CPU float32 tensors); each times ``iters`` allreduces of every size after ``warmup``
 untimed ones, a barrier before each, and rank 0 writes the median time per size (the slowest
 rank's, agreed by a max-allreduce) as JSON. Sizes double from 1 KiB up to ``max_bytes``.
+With ``rounds`` > 1 the whole sweep over sizes repeats that many times, interleaved, each round
+timing its share of a size's repeats, and each size's time is the median of its per-round
+medians: a burst of load on a shared machine then spoils one round of a size, not its result.
+``max_repeats`` caps the repeats of the quick (small, shaped) sizes (:func:`iters_for`). ``pin_cores`` pins rank ``r`` to the ``r``-th usable
+core, round robin (:mod:`realrun.affinity`).
 
 Two places to measure:
 
@@ -27,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from sim.errors import InputError
 from sim.transport_fit import Measurement
@@ -59,6 +65,9 @@ def measure(
     ranks: list[int] | None = None,
     sizes: list[int] | None = None,
     ops: tuple[str, ...] = ("allreduce",),
+    rounds: int = 1,
+    pin_cores: bool = False,
+    max_repeats: int = 60,
 ) -> list[Measurement]:
     """Median allreduce times for ranks ``2..max_ranks`` (or ``ranks``) and sizes
     1 KiB..``max_bytes`` (or ``sizes``), over loopback or, with ``netns_bandwidth_Bps``,
@@ -67,18 +76,22 @@ def measure(
         raise InputError(f"--max-ranks must be >= 2, got {max_ranks}")
     if iters < 1 or warmup < 0:
         raise InputError("--iters must be >= 1")
+    if rounds < 1 or max_repeats < 1:
+        raise InputError(f"rounds and max_repeats must be >= 1, got {rounds}, {max_repeats}")
     if netns_bandwidth_Bps is not None and not netns_bandwidth_Bps > 0:
         raise InputError(f"the netns bandwidth must be > 0, got {netns_bandwidth_Bps}")
     sizes = message_sizes(max_bytes) if sizes is None else list(sizes)
-    counts = list(range(2, max_ranks + 1)) if ranks is None else list(ranks)
-    if not sizes or any(s < 4 for s in sizes) or any(n < 2 for n in counts):
+    rank_counts = list(range(2, max_ranks + 1)) if ranks is None else list(ranks)
+    if not sizes or any(s < 4 for s in sizes) or any(n < 2 for n in rank_counts):
         raise InputError("sizes must be >= 4 bytes and rank counts >= 2")
     out: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="compctl-bench-") as tmp:
-        for n in counts:
+        for n in rank_counts:
             result = Path(tmp) / f"r{n}.json"
-            times = _measure_one(n, sizes, iters, warmup, timeout_s, netns_bandwidth_Bps, result,
-                                 ops)
+            repeats = [iters_for(n, s, iters, netns_bandwidth_Bps, most=max_repeats)
+                       for s in sizes]
+            times = _measure_one(n, sizes, repeats, warmup, timeout_s * rounds,
+                                 netns_bandwidth_Bps, result, ops, rounds, pin_cores)
             for k, op in enumerate(ops):
                 got = times[k * len(sizes):(k + 1) * len(sizes)]
                 out += [Measurement(n, float(s), float(t), op=op)
@@ -96,10 +109,14 @@ def measure_netns(
     sizes: list[int] | None = None,
     ranks: list[int] | None = None,
     ops: tuple[str, ...] = ("allreduce",),
+    rounds: int = 1,
+    pin_cores: bool = False,
+    max_repeats: int = 60,
 ) -> list[Measurement]:
     """:func:`measure` through tbf at each rate (Mbit/s), each point naming its link rate;
     sizes whose ideal ring time ``2 (n-1)/n size / rate`` exceeds ``cap_s`` are skipped.
-    ``ops``: allreduce and/or allgather (``size`` bytes from every rank)."""
+    ``ops``: allreduce and/or allgather (``size`` bytes from every rank); ``rounds``,
+    ``pin_cores`` and ``max_repeats`` as in :func:`measure`."""
     if max_ranks < 2:
         raise InputError(f"--max-ranks must be >= 2, got {max_ranks}")
     all_sizes = message_sizes(max_bytes) if sizes is None else list(sizes)
@@ -112,17 +129,21 @@ def measure_netns(
                 continue
             pts = measure(n, max(fit), iters=iters, warmup=1, timeout_s=60.0 + 12.0 * cap_s *
                           (iters + 1) * len(fit) * len(ops), netns_bandwidth_Bps=bw, ranks=[n],
-                          sizes=fit, ops=ops)
+                          sizes=fit, ops=ops, rounds=rounds, pin_cores=pin_cores,
+                          max_repeats=max_repeats)
             out += [Measurement(m.ranks, m.size_bytes, m.time_s, bw, m.op) for m in pts]
     return out
 
 
-def _measure_one(n: int, sizes: list[int], iters: int, warmup: int, timeout_s: float,
+def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeout_s: float,
                  netns_bandwidth_Bps: float | None, result: Path,
-                 ops: tuple[str, ...] = ("allreduce",)) -> list[float]:
-    """One ``n``-rank benchmark; the median time per size, op after op."""
+                 ops: tuple[str, ...] = ("allreduce",), rounds: int = 1,
+                 pin_cores: bool = False) -> list[float]:
+    """One ``n``-rank benchmark (``counts``: timed repeats per size, shared out over the
+    ``rounds``); the median time per size, op after op."""
     import contextlib
 
+    from .affinity import available_cores, core_for, pin_to
     from .launcher import free_port
 
     with contextlib.ExitStack() as st:
@@ -136,9 +157,10 @@ def _measure_one(n: int, sizes: list[int], iters: int, warmup: int, timeout_s: f
             prefixes = [lab.exec_prefix(r) for r in range(n)]
             ifaces = [lab.iface(r) for r in range(n)]
             master = lab.addr(0)
-        counts = [iters_for(n, s, iters, netns_bandwidth_Bps) for s in sizes]
+        per_round = [max(1, math.ceil(c / rounds)) for c in counts]
         port = free_port()
         procs = []
+        cores = available_cores() if pin_cores else []
         for r in range(n):
             env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR=master,
                        MASTER_PORT=str(port), OMP_NUM_THREADS="1")
@@ -146,12 +168,14 @@ def _measure_one(n: int, sizes: list[int], iters: int, warmup: int, timeout_s: f
             if iface is not None:
                 env["GLOO_SOCKET_IFNAME"] = iface
             cmd = [*prefixes[r], sys.executable, "-m", "realrun.allreduce_bench", "--sizes",
-                   ",".join(map(str, sizes)), "--iters", ",".join(map(str, counts)),
-                   "--warmup", str(warmup), "--ops", ",".join(ops)]
+                   ",".join(map(str, sizes)), "--iters", ",".join(map(str, per_round)),
+                   "--warmup", str(warmup), "--ops", ",".join(ops), "--rounds", str(rounds)]
             if r == 0:
                 cmd += ["--out", str(result)]
+            pin = pin_to(core_for(r, cores)) if cores else None
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE, start_new_session=True))
+                                          stderr=subprocess.PIPE, start_new_session=True,
+                                          preexec_fn=pin))
         _wait_all(procs, timeout_s)
         times: list[float] = json.loads(result.read_text())
     return times
@@ -196,6 +220,7 @@ def _worker(argv: list[str]) -> int:
     ap.add_argument("--iters", required=True, help="repeats per size (comma-separated)")
     ap.add_argument("--warmup", type=int, required=True)
     ap.add_argument("--ops", default="allreduce")
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -208,35 +233,45 @@ def _worker(argv: list[str]) -> int:
     small = torch.ones(256, dtype=torch.float32)
     for _ in range(10):
         dist.all_reduce(small)
-    medians = []
     world = dist.get_world_size()
-    for op in a.ops.split(","):
-        for size, count in zip(sizes, counts, strict=True):
-            buf = torch.ones(max(1, size // 4), dtype=torch.float32)
-            parts = [torch.empty_like(buf) for _ in range(world)]
-
-            def once(buf: torch.Tensor = buf, parts: list[torch.Tensor] = parts,
-                     op: str = op) -> None:
-                if op == "allgather":
-                    dist.all_gather(parts, buf)
-                else:
-                    dist.all_reduce(buf)
-
-            for _ in range(a.warmup):
-                once()
-            ts = []
-            for _ in range(count):
-                dist.barrier()
-                t0 = time.perf_counter()
-                once()
-                ts.append(time.perf_counter() - t0)
-            worst = torch.tensor(ts, dtype=torch.float64)
-            dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-            medians.append(statistics.median(worst.tolist()))
+    points = [(op, size, count) for op in a.ops.split(",")
+              for size, count in zip(sizes, counts, strict=True)]
+    per_round: list[list[float]] = [[] for _ in points]
+    for _ in range(max(1, a.rounds)):
+        for k, (op, size, count) in enumerate(points):
+            per_round[k].append(_time_point(dist, op, size, count, a.warmup, world))
+    medians = [statistics.median(m) for m in per_round]
     dist.destroy_process_group()
     if a.out:
         Path(a.out).write_text(json.dumps(medians))
     return 0
+
+
+def _time_point(dist: Any, op: str, size: int, count: int, warmup: int, world: int) -> float:
+    """The median over ``count`` timed calls of ``op`` on ``size`` bytes (each call's time the
+    slowest rank's), after ``warmup`` untimed ones."""
+    import torch
+
+    buf = torch.ones(max(1, size // 4), dtype=torch.float32)
+    parts = [torch.empty_like(buf) for _ in range(world)]
+
+    def once() -> None:
+        if op == "allgather":
+            dist.all_gather(parts, buf)
+        else:
+            dist.all_reduce(buf)
+
+    for _ in range(warmup):
+        once()
+    ts = []
+    for _ in range(count):
+        dist.barrier()
+        t0 = time.perf_counter()
+        once()
+        ts.append(time.perf_counter() - t0)
+    worst = torch.tensor(ts, dtype=torch.float64)
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return float(statistics.median(worst.tolist()))
 
 
 if __name__ == "__main__":  # pragma: no cover - run as the benchmark's ranks

@@ -86,6 +86,9 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="measure the link's latency with this many one-element collectives "
                    "before the first controlled step; the link monitor uses it when one shape "
                    "of collective cannot split latency from bandwidth (default 0: none)")
+    p.add_argument("--pin-cores", action="store_true",
+                   help="pin local rank r to the r-th usable CPU core, round robin (less "
+                   "scheduling noise in timings on a machine with few cores)")
     p.add_argument("--memory", default="residual", help="error feedback: residual, dgc, none")
     p.add_argument("--owner", default="star", choices=["star", "var"],
                    help="AR-Topk index owner rule")
@@ -155,6 +158,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         eval_every=args.eval_every,
         warmup_steps=args.warmup_steps,
         latency_pings=args.latency_pings,
+        pin_cores=args.pin_cores,
         memory=args.memory,
         owner_rule=args.owner,
         bucket_cap_mb=args.bucket_cap_mb,

@@ -35,7 +35,7 @@ _SHORTCUT_DEFAULTS: dict[str, Any] = {
     "share_gpu": False,
 }
 #: Monitor options, left out of ``to_dict`` at their defaults (earlier runs' ids unchanged).
-_MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0}
+_MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0, "pin_cores": False}
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,8 @@ class RealConfig:
         latency_pings: one-element collectives run before the first controlled step to
             measure the link's latency for the monitor (:mod:`realrun.hook.pings`); 0: none
             (left out of :meth:`to_dict` then).
+        pin_cores: pin local rank ``r`` to the ``r``-th usable core, round robin
+            (:mod:`realrun.affinity`; left out of :meth:`to_dict` when off).
         memory: error-feedback memory (``residual``, ``dgc``, ``none``).
         owner_rule: AR-Topk index owner (``star`` or ``var``).
         bucket_cap_mb: DDP bucket capacity in MiB (torch's default is 25).
@@ -134,6 +136,7 @@ class RealConfig:
     auto_collectives: str | None = None
     share_gpu: bool = False
     latency_pings: int = 0
+    pin_cores: bool = False
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives

@@ -42,6 +42,7 @@ from typing import IO
 from sim.errors import InputError
 from sim.rundir import check_out_dir
 
+from .affinity import available_cores, core_for, pin_to
 from .config import RealConfig
 from .lifecycle import DROP_TO_ENV, LAUNCHER_PID_ENV, readable_by
 from .rank_log import log_path, partial_rows, read_rank_logs
@@ -196,12 +197,13 @@ class _Ranks:
         self.pgid: int | None = None
 
     def start(self, cmd: list[str], env: dict[str, str], err_path: Path,
-              show_stderr: bool) -> None:
+              show_stderr: bool, core: int | None = None) -> None:
         fh: IO[bytes] = open(err_path, "wb")  # noqa: SIM115 - closed in close()
         self._handles.append(fh)
         self.stderr.append(err_path)
         proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=None if show_stderr else fh,
-                                process_group=0 if self.pgid is None else self.pgid)
+                                process_group=0 if self.pgid is None else self.pgid,
+                                preexec_fn=None if core is None else pin_to(core))
         if self.pgid is None:
             self.pgid = proc.pid
         self.procs.append(proc)
@@ -406,6 +408,7 @@ def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, i
         if port == 0:
             port = free_port()
         st.callback(ranks.stop)
+        cores = available_cores() if cfg.pin_cores else []
         for r in range(n):
             env = dict(os.environ)
             env.update(
@@ -423,7 +426,8 @@ def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, i
                 cmd += ["--out", str(scratch / "run")]
                 cmd += ["--progress"] if progress else []
             ranks.start(cmd, env, scratch / f"rank{first + r}.err",
-                        show_stderr=progress and first + r == 0)
+                        show_stderr=progress and first + r == 0,
+                        core=core_for(r, cores) if cores else None)
         return ranks.wait(log_dir, first, limit_s)
     return None  # pragma: no cover - the block returns
 

@@ -41,7 +41,7 @@ def netns_unavailable_reason() -> str | None:
     for tool in ("ip", "tc"):
         if shutil.which(tool) is None:
             return f"netns emulation needs the `{tool}` command (iproute2)"
-    name = f"cc-probe-{secrets.token_hex(3)}"
+    name = f"cc-probe-{os.getpid()}-{secrets.token_hex(2)}"
     res = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
     if res.returncode != 0:
         return f"`ip netns add` failed: {res.stderr.strip() or res.returncode}"
@@ -64,14 +64,15 @@ class NetnsLab:
     Args:
         n: number of ranks.
         bandwidth_Bps: initial rate of every rank's egress (``None``: unshaped).
-        tag: name prefix (random by default).
+        tag: name prefix (by default ``cc<pid>-<random>``: the creating process's id, so that
+            a stray namespace names its owner).
     """
 
     def __init__(self, n: int, *, bandwidth_Bps: float | None = None, tag: str | None = None):
         if n < 1 or n > 250:
             raise InputError(f"netns emulation supports 1..250 ranks, got {n}")
         self.n = n
-        self.tag = tag or f"cc{secrets.token_hex(3)}"
+        self.tag = tag or f"cc{os.getpid()}-{secrets.token_hex(2)}"
         self.hub = f"{self.tag}-hub"
         self._subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
         self._bw0 = bandwidth_Bps

@@ -182,3 +182,11 @@ def test_sigterm_to_a_netns_run_leaves_nothing_behind(tmp_path: Path) -> None:
     assert not logs.parent.exists()
     _, meta = read_run(out)
     assert meta["status"] == "interrupted" and meta["reason"] == "interrupted by SIGTERM"
+
+
+def test_namespace_names_carry_the_creating_process_id() -> None:
+    import os
+
+    a, b = NetnsLab(2), NetnsLab(2)
+    assert a.tag.startswith(f"cc{os.getpid()}-") and a.tag != b.tag
+    assert a.ns(1) == f"{a.tag}-r1" and a.hub == f"{a.tag}-hub"
