@@ -2,8 +2,8 @@
 
 Usage: ``python benchmarks/bench_real_tta.py [--seeds 1,2,3] [--repeats 1]
 [--densities 0.1,0.03,0.01,0.005,0.003,0.002,0.001] [--policies mpc] [--trace SPEC]
-[--emulation hook|netns] [--steps 400] [--latency-pings N] [--keep DIR] [--json]`` (``netns``
-needs root).
+[--emulation hook|netns] [--steps 400] [--target-loss 1.5] [--latency-pings N] [--keep DIR]
+[--json]`` (``netns`` needs root).
 
 Each run is ``compctl real --workload digits-mlp --nproc 2`` (CPU, gloo) under ``--trace``. The
 default trace (:data:`TRACE`) loops 0.25 s at 10 Mbit/s and 0.25 s at 0.5 Mbit/s (1 ms latency,
@@ -22,9 +22,15 @@ seed, every policy of a seed in turn, so load drift on a shared machine hits all
 ``--repeats R`` every (policy, seed) runs R times and its time is the mean of its repeats.
 ``--latency-pings N`` runs the adaptive policies with ``compctl real --latency-pings N`` (the
 hook measures the link's latency before the first controlled step, for the monitor); the fixed
-densities, whose decisions read no observation, run without. Reported per policy: each seed's
+densities, whose decisions read no observation, run without. A policy entry's ``decision_lag=1``
+is not a policy parameter: it runs that entry with ``compctl real --decision-lag 1`` (each
+decision computed a step ahead, in the network wait). ``--target-loss`` moves the target (a
+lower loss: a longer run, less timing noise per second of it); ``mpc`` is told the model's
+progress for it. Reported per policy: each seed's
 time to target and the mean over seeds; the best fixed density
-is the one with the least mean (chosen in hindsight on these very runs).
+is the one with the least mean (chosen in hindsight on these very runs); per policy, the mean
+decision seconds per iteration up to the target (the records' ``decide_s``, the part not
+hidden in network waits) and the machine's 1-minute load at each run's start (min and max).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -47,17 +54,38 @@ SMOOTH = 10
 DENSITIES = "0.1,0.03,0.01,0.005,0.003,0.002,0.001"
 
 
-def time_to_target_s(records: Any, target_loss: float = TARGET_LOSS) -> float:
-    """End of the first iteration whose trailing mean training loss reaches ``target_loss``
-    (inf if none)."""
+def _target_index(records: Any, target_loss: float) -> int | None:
+    """The first iteration whose trailing mean training loss reaches ``target_loss``."""
     loss = records["loss"].rolling(SMOOTH, min_periods=SMOOTH).mean().to_numpy()
     for i, v in enumerate(loss):
         if v <= target_loss:
-            return float(records["start_s"].iloc[i] + records["iter_s"].iloc[i])
-    return math.inf
+            return i
+    return None
 
 
-def _run(policy: str, params: list[str], seed: int, args: argparse.Namespace, out: Path) -> float:
+def time_to_target_s(records: Any, target_loss: float = TARGET_LOSS) -> float:
+    """End of the first iteration whose trailing mean training loss reaches ``target_loss``
+    (inf if none)."""
+    i = _target_index(records, target_loss)
+    if i is None:
+        return math.inf
+    return float(records["start_s"].iloc[i] + records["iter_s"].iloc[i])
+
+
+def exposed_decide_s(records: Any, target_loss: float = TARGET_LOSS) -> float:
+    """Mean decision seconds per iteration on the critical path up to the target (``decide_s``
+    less ``decide_hidden_s``; NaN when the records have no ``decide_s``)."""
+    if "decide_s" not in records:
+        return math.nan
+    i = _target_index(records, target_loss)
+    part = records.iloc[: (len(records) if i is None else i + 1)]
+    hidden = part["decide_hidden_s"] if "decide_hidden_s" in part else 0.0
+    return float((part["decide_s"] - hidden).mean())
+
+
+def _run(policy: str, params: list[str], seed: int, args: argparse.Namespace, out: Path
+         ) -> tuple[float, float]:
+    """(time to target, exposed decision seconds per iteration) of one run."""
     import pandas as pd
 
     cmd = [sys.executable, "-m", "sim.entry", "real", "--workload", WORKLOAD, "--nproc", "2",
@@ -67,9 +95,14 @@ def _run(policy: str, params: list[str], seed: int, args: argparse.Namespace, ou
     if policy != "fixed" and args.latency_pings:
         cmd += ["--latency-pings", str(args.latency_pings)]
     for p in params:
-        cmd += ["--param", p]
+        if p.startswith("decision_lag="):
+            cmd += ["--decision-lag", p.split("=", 1)[1]]
+        else:
+            cmd += ["--param", p]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return time_to_target_s(pd.read_parquet(out / "records.parquet"))
+    records = pd.read_parquet(out / "records.parquet")
+    return (time_to_target_s(records, args.target_loss),
+            exposed_decide_s(records, args.target_loss))
 
 
 def _policies(spec: str, target: float) -> dict[str, tuple[str, list[str]]]:
@@ -92,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", default=TRACE)
     parser.add_argument("--emulation", default="hook", choices=("hook", "netns"))
     parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--target-loss", type=float, default=TARGET_LOSS)
     parser.add_argument("--latency-pings", type=int, default=0,
                         help="latency pings for the adaptive policies' runs (default 0: none)")
     parser.add_argument("--keep", type=Path, help="keep every run's output under this folder")
@@ -99,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from sim.convergence import ConvergenceModel
 
-    target = ConvergenceModel.bundled(WORKLOAD).dense_iterations_to(TARGET_LOSS, "loss")
+    target = ConvergenceModel.bundled(WORKLOAD).dense_iterations_to(args.target_loss, "loss")
     assert target is not None
     runs: dict[str, tuple[str, list[str]]] = {}
     for d in (float(x) for x in args.densities.split(",") if x):
@@ -109,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     runs.update(_policies(args.policies, target))
     seeds = [int(s) for s in args.seeds.split(",")]
     each: dict[str, dict[int, list[float]]] = {k: {s: [] for s in seeds} for k in runs}
+    decide: dict[str, list[float]] = {k: [] for k in runs}
+    load: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep if args.keep is not None else Path(tmp)
         for rep in range(args.repeats):
@@ -116,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
                 for name, (policy, params) in runs.items():
                     tag = name.replace(" ", "_").replace(":", "_").replace("=", "")
                     out = root / f"{tag}_s{seed}_r{rep}"
-                    t = _run(policy, params, seed, args, out)
+                    load.append(os.getloadavg()[0])
+                    t, dec = _run(policy, params, seed, args, out)
                     each[name][seed].append(t)
+                    decide[name].append(dec)
                     print(f"round {rep} seed {seed} {name}: {t:.3f} s", file=sys.stderr)
     times = {k: [statistics.fmean(v[s]) for s in seeds] for k, v in each.items()}
     means = {k: statistics.fmean(v) for k, v in times.items()}
@@ -125,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     best = min(fixed, key=lambda k: fixed[k])
     adaptive = [k for k in runs if not k.startswith("fixed")]
     result = {"trace": args.trace, "emulation": args.emulation, "workload": WORKLOAD,
-              "target_loss": TARGET_LOSS, "target_progress": target, "seeds": seeds,
+              "target_loss": args.target_loss, "target_progress": target, "seeds": seeds,
+              "steps": args.steps, "load_1min": [min(load), max(load)],
+              "exposed_decide_s": {k: statistics.fmean(v) for k, v in decide.items()},
               "latency_pings": args.latency_pings,
               "repeats": args.repeats, "runs_s": each, "times_s": times, "mean_s": means,
               "best_fixed": best,
@@ -138,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                              + f"  mean {means[k]:.3f} s\n")
         for k in adaptive:
             sys.stdout.write(f"{k} / best fixed ({best}): {means[k] / means[best]:.3f}\n")
+        sys.stdout.write(f"1-minute load {min(load):.1f}-{max(load):.1f}\n")
     return 0
 
 

@@ -86,6 +86,9 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="measure the link's latency with this many one-element collectives "
                    "before the first controlled step; the link monitor uses it when one shape "
                    "of collective cannot split latency from bandwidth (default 0: none)")
+    p.add_argument("--decision-lag", type=int, default=0, choices=(0, 1),
+                   help="1: compute each decision one step ahead, in the network wait, and "
+                   "apply it a step later (as compctl sim --decision-lag 1; default 0)")
     p.add_argument("--pin-cores", action="store_true",
                    help="pin local rank r to the r-th usable CPU core, round robin (less "
                    "scheduling noise in timings on a machine with few cores)")
@@ -158,6 +161,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         eval_every=args.eval_every,
         warmup_steps=args.warmup_steps,
         latency_pings=args.latency_pings,
+        decision_lag=args.decision_lag,
         pin_cores=args.pin_cores,
         memory=args.memory,
         owner_rule=args.owner,

@@ -35,7 +35,7 @@ _SHORTCUT_DEFAULTS: dict[str, Any] = {
     "share_gpu": False,
 }
 #: Monitor options, left out of ``to_dict`` at their defaults (earlier runs' ids unchanged).
-_MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0, "pin_cores": False}
+_MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0, "decision_lag": 0, "pin_cores": False}
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,10 @@ class RealConfig:
         latency_pings: one-element collectives run before the first controlled step to
             measure the link's latency for the monitor (:mod:`realrun.hook.pings`); 0: none
             (left out of :meth:`to_dict` then).
+        decision_lag: 0 (default) or 1: compute the decision on the observation before step
+            ``s`` during step ``s`` (in its network wait) and apply it at step ``s + 1``
+            (:mod:`realrun.hook.ahead`; the simulator's ``decision_lag`` does the same); left
+            out of :meth:`to_dict` at 0.
         pin_cores: pin local rank ``r`` to the ``r``-th usable core, round robin
             (:mod:`realrun.affinity`; left out of :meth:`to_dict` when off).
         memory: error-feedback memory (``residual``, ``dgc``, ``none``).
@@ -136,6 +140,7 @@ class RealConfig:
     auto_collectives: str | None = None
     share_gpu: bool = False
     latency_pings: int = 0
+    decision_lag: int = 0
     pin_cores: bool = False
 
     def __post_init__(self) -> None:
@@ -151,8 +156,10 @@ class RealConfig:
 
         for name, lo in (("nproc", 1), ("steps", 1), ("seed", 0), ("eval_every", 1),
                          ("warmup_steps", 1), ("threads", 1), ("nnodes", 1),
-                         ("latency_pings", 0)):
+                         ("latency_pings", 0), ("decision_lag", 0)):
             need_int(name, lo)
+        if self.decision_lag > 1:
+            raise InputError(f"decision_lag must be 0 or 1, got {self.decision_lag!r}")
         if self.batch_size is not None:
             need_int("batch_size", 1)
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):

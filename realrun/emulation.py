@@ -84,9 +84,12 @@ class HookEmulator:
             return self.player.collective_s(terms, trace_start_s)
         return self.player.latency_s(terms.n_alpha, trace_start_s)
 
-    def finish(self, terms: AlphaBeta, start: tuple[float, float]) -> float:
+    def finish(self, terms: AlphaBeta, start: tuple[float, float],
+               idle: Callable[[float], float] | None = None) -> float:
         """Sleep as the mode requires after a collective that began at ``start``; returns the
-        seconds slept."""
+        seconds slept. ``idle(budget_s)``, when given, is called first with the seconds there
+        are to wait, to do work that would otherwise wait (a decision computed ahead,
+        :mod:`realrun.hook.ahead`); only what is left of the wait is then slept."""
         if not self.active:
             return 0.0
         t_clock, t_trace = start
@@ -98,6 +101,10 @@ class HookEmulator:
             remaining = end - self._clock()
         else:
             remaining = self.target_s(terms, t_trace)  # latency added after the shaped transfer
+        if remaining > 0.0 and idle is not None:
+            t0 = self._clock()
+            if idle(remaining) > 0.0:
+                remaining -= self._clock() - t0
         if remaining > 0.0:
             self._sleep(remaining)
             return remaining

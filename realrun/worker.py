@@ -60,6 +60,8 @@ T0_FILE_ENV = "COMPCTL_T0_FILE"
 #: ``KIND,BACKEND`` the launcher resolved (``cuda,nccl``); ranks started by ``compctl real`` use
 #: it, so launcher and ranks can never disagree about ``auto``; under plain torchrun it is unset.
 RESOLVED_DEVICE_ENV = "COMPCTL_RESOLVED_DEVICE"
+#: Python's thread switch interval in a rank computing decisions ahead (seconds).
+LAG_SWITCH_INTERVAL_S = 2e-4
 
 
 def _tc_shaper(cfg: RealConfig, trace: Any, t0: float) -> Any:
@@ -97,6 +99,11 @@ def hook_state_for(cfg: RealConfig, rank: int, world: int, *, player: TracePlaye
     decisions)."""
     hook_mode = cfg.emulation if cfg.emulation in ("hook", "netns") else "none"
     emulator = HookEmulator(hook_mode, player) if hook_mode != "none" else None
+    if cfg.decision_lag:
+        # The decision computed ahead runs on a helper thread while this one waits on the
+        # network; when the wait ends this thread gets the GIL back within the switch interval
+        # (5 ms by default: as long as a whole fast iteration).
+        sys.setswitchinterval(LAG_SWITCH_INTERVAL_S)
     return CompressionHookState(
         controller=controller if controller is not None else cfg.controller(),
         world_size=world,
@@ -110,6 +117,7 @@ def hook_state_for(cfg: RealConfig, rank: int, world: int, *, player: TracePlaye
         agree_each_step=cfg.agree_each_step(),
         device=device,
         latency_pings=cfg.latency_pings,
+        decision_lag=cfg.decision_lag,
     )
 
 
@@ -383,6 +391,8 @@ def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,
         "est_latency_s": nan if st.est_latency_s is None else st.est_latency_s,
         "est_bandwidth_Bps": nan if st.est_bandwidth_Bps is None else st.est_bandwidth_Bps,
         "warmup": st.warmup,
+        "decide_s": st.decide_s,
+        "decide_hidden_s": st.decide_hidden_s,
     }
 
 

@@ -109,6 +109,26 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         help="analytic (default), stepwise, or events (stepwise as SimPy processes per worker "
         "and per bucket's collective: same records, more CPU; docs/stepwise.md)",
     )
+    p.add_argument(
+        "--decision-s",
+        type=float,
+        default=0.0,
+        help="seconds charged to every controlled iteration for the controller's decision "
+        "(serial, in compute_s, as a real run's decide_s; default 0)",
+    )
+    p.add_argument(
+        "--decision-lag",
+        type=int,
+        default=0,
+        choices=(0, 1),
+        help="1: apply each decision one iteration after the observation it was made on, its "
+        "cost hidden in that iteration's communication (as compctl real --decision-lag 1)",
+    )
+    p.add_argument(
+        "--measure-decisions",
+        action="store_true",
+        help="also charge each decide() call's measured wall time (not reproducible)",
+    )
     _add_stepwise_args(p)
     add_loss_args(p, simulator=True)
     add_sync_args(p)
@@ -150,6 +170,9 @@ def _sim_config(args: argparse.Namespace) -> Any:
         fidelity=args.fidelity,
         compute_scale=args.compute_scale,
         compress_scale=args.compress_scale,
+        decision_s=args.decision_s,
+        measure_decisions=args.measure_decisions,
+        decision_lag=args.decision_lag,
         straggler_sigma=args.straggler_sigma,
         worker_speed_sigma=args.worker_speed_sigma,
         gpus_per_node=args.gpus_per_node,

@@ -41,6 +41,7 @@ _FLOAT_FIELDS = (
     "compute_scale",
     "compress_scale",
     "overhead_s",
+    "decision_s",
     "straggler_sigma",
     "worker_speed_sigma",
     "intra_latency_s",
@@ -178,6 +179,19 @@ class SimConfig:
             :meth:`to_dict` only when set, so earlier configurations are unchanged.
         warmup_steps: first iterations run dense without asking the policy or feeding the
             monitor, as a real hook's warm-up (``validate`` sets it; 0, in to_dict only if set).
+        decision_s: seconds every controlled iteration (not the warm-up) is charged for the
+            controller's decision, serially and counted in ``compute_s``, as the real hook pays
+            ``decide()`` on the critical path (its records' ``decide_s``). 0 by default.
+        measure_decisions: also charge the measured wall time of each ``decide()`` call
+            (not reproducible across machines or runs; for comparing with real runs).
+            With either set, the records get ``decide_s`` (the decision's seconds) and
+            ``decide_hidden_s`` (the part hidden, ``decision_lag=1``) columns.
+        decision_lag: 0 (default) or 1: the decision on the observation before iteration ``s``
+            is computed during iteration ``s`` and applied at ``s + 1`` (the first controlled
+            iteration's decision is applied twice), as the real hook's ``decision_lag``; its
+            cost then hides in the iteration's communication (what exceeds it is charged).
+            The three appear in :meth:`to_dict` only when set, so earlier configurations and
+            their outputs are unchanged.
 
     The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
     when not at their defaults, so earlier configurations (and their run ids) are unchanged.
@@ -221,6 +235,9 @@ class SimConfig:
     shuffle_every: int = 1
     auto_collectives: str | None = None
     warmup_steps: int = 0
+    decision_s: float = 0.0
+    measure_decisions: bool = False
+    decision_lag: int = 0
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives
@@ -265,6 +282,10 @@ class SimConfig:
         need_pos("compute_scale", self.compute_scale, allow_zero=True)
         need_pos("compress_scale", self.compress_scale, allow_zero=True)
         need_pos("overhead_s", self.overhead_s, allow_zero=True)
+        need_pos("decision_s", self.decision_s, allow_zero=True)
+        need_int("decision_lag", self.decision_lag, 0)
+        if self.decision_lag > 1:
+            raise InputError(f"decision_lag must be 0 or 1, got {self.decision_lag!r}")
         need_pos("straggler_sigma", self.straggler_sigma, allow_zero=True)
         need_pos("worker_speed_sigma", self.worker_speed_sigma, allow_zero=True)
         need_int("gpus_per_node", self.gpus_per_node, 1)
@@ -303,7 +324,7 @@ class SimConfig:
                 f"gpus_per_node: workers ({self.workers}) must be a multiple of "
                 f"gpus_per_node ({self.gpus_per_node})"
             )
-        for name in ("trace_loss", "loss_feedback"):
+        for name in ("trace_loss", "loss_feedback", "measure_decisions"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.loss_feedback and self.loss_bound is None:
@@ -324,7 +345,13 @@ class SimConfig:
         """Plain JSON-ready dict; ``policy_params`` as a dict. Inverse of :meth:`from_dict`."""
         d = asdict(self)
         d["policy_params"] = dict(self.policy_params)
-        for name, unset in (("auto_collectives", None), ("warmup_steps", 0)):
+        for name, unset in (
+            ("auto_collectives", None),
+            ("warmup_steps", 0),
+            ("decision_s", 0.0),
+            ("measure_decisions", False),
+            ("decision_lag", 0),
+        ):
             if d[name] == unset:
                 del d[name]
         for name, default in (
@@ -372,7 +399,7 @@ class SimConfig:
         # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
         for name in (
             "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
-            "shuffle_every", "mtu_bytes", "warmup_steps",
+            "shuffle_every", "mtu_bytes", "warmup_steps", "decision_lag",
         ):
             v = kw.get(name)
             if isinstance(v, float) and v.is_integer():

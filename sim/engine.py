@@ -41,9 +41,10 @@ import logging
 import math
 import platform
 import sys
+import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,7 +53,7 @@ import simpy
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.progress import ProgressModel
 from sim.control.registry import policy_info
-from sim.control.types import COLLECTIVES, Controller, Decision
+from sim.control.types import COLLECTIVES, Controller, Decision, Observation
 from sim.control.world import (
     STATIC_POLICIES,
     IterationMeasurement,
@@ -569,6 +570,21 @@ def simulate(
     }
     if stepwise:
         cols["straggler_wait_s"] = []
+    # The decision cost (0 by default: the column exists only when charged, so plain runs keep
+    # their exact records).
+    timed_decisions = cfg.measure_decisions
+    charge_decisions = timed_decisions or cfg.decision_s > 0.0
+    if charge_decisions:
+        cols["decide_s"] = []
+        cols["decide_hidden_s"] = []
+
+    def decide(obs: Observation) -> tuple[Decision, float]:
+        """The policy's decision on ``obs`` and the seconds charged for it."""
+        if not timed_decisions:
+            return policy.decide(obs), cfg.decision_s
+        t0 = time.perf_counter()
+        out = policy.decide(obs)
+        return out, cfg.decision_s + (time.perf_counter() - t0)
     lossy_on = model.lossy is not None
     if lossy_on:
         cols["delivered_frac"] = []
@@ -603,11 +619,23 @@ def simulate(
         obs = first_observation(
             world_size=world, grad_bytes=grad_bytes, bucket_bytes=bucket_sizes, now_s=env.now
         )
+        ahead: Decision | None = None  # decision_lag 1: the decision for the next iteration
         for it in range(cfg.iterations):
             state["factor"] = factor = stragglers.next_factor()
             # Warm-up (a real hook's first iterations): the dense default, unobserved.
             warm = it < cfg.warmup_steps
-            decision = Decision() if warm else policy.decide(obs)
+            lagged = False
+            if warm:
+                decision, decide_s = Decision(), 0.0
+            elif ahead is not None:
+                # decision_lag 1: the decision on the previous observation; this one's is
+                # computed during this iteration (the real hook: in its network wait).
+                decision, lagged = ahead, True
+                ahead, decide_s = decide(obs)
+            else:
+                decision, decide_s = decide(obs)
+                if cfg.decision_lag:
+                    ahead = decision  # the first controlled step's is also the next one's
             if not isinstance(decision, Decision):
                 raise InputError(f"policy {cfg.policy!r} returned {decision!r}, not a Decision")
             if sync_default and decision.sync == "allreduce":
@@ -615,6 +643,14 @@ def simulate(
             plan = model.plan(decision, it)
             start = env.now
             res = model.run(plan, start, factor, None if warm else observe)
+            # A decision computed ahead hides in the iteration's network time (approximated
+            # by its communication, overlapped or not); what is left, and a decision computed
+            # at the step itself, runs on the critical path (the real hook's first bucket):
+            # serially, counted as compute, as the hook's records count it.
+            hidden_s = min(decide_s, res.comm_s) if lagged else 0.0
+            if decide_s > hidden_s:
+                res = replace(res, compute_s=res.compute_s + (decide_s - hidden_s),
+                              iter_s=res.iter_s + (decide_s - hidden_s))
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
             cols["start_s"].append(start)
             cols["compute_s"].append(res.compute_s)
@@ -640,6 +676,9 @@ def simulate(
             sync_cols["sync"].append(decision.sync)
             sync_cols["groups"].append(decision.groups)
             sync_cols["shuffle_every"].append(decision.shuffle_every)
+            if charge_decisions:
+                cols["decide_s"].append(decide_s)
+                cols["decide_hidden_s"].append(hidden_s)
             if stepwise:
                 cols["straggler_wait_s"].append(res.straggler_wait_s)
                 model.account(plan)

@@ -41,4 +41,6 @@ OPTIONAL_COLUMNS: dict[str, str] = {
     "est_latency_s": "float64",  # the monitor's estimates the controller saw
     "est_bandwidth_Bps": "float64",
     "rank": "int64",
+    "decide_s": "float64",  # the controller's decide() seconds in the iteration
+    "decide_hidden_s": "float64",  # the part of decide_s hidden in network waits (lag 1)
 }

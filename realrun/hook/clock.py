@@ -4,6 +4,7 @@ compression and exchange spans, and the emulated network time added after each c
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -26,6 +27,9 @@ class CommClock:
         self.device = device
         self.emulator = emulator
         self._sync = device.type == "cuda"
+        #: Work to do inside emulated network waits (``idle(budget_s) -> seconds spent``);
+        #: ``None``: none (:mod:`realrun.hook.ahead`).
+        self.idle: Callable[[float], float] | None = None
 
     def now(self) -> float:
         """``perf_counter`` after the device has finished its queued work (on CUDA), so the
@@ -43,4 +47,4 @@ class CommClock:
     def end_comm(self, terms: AlphaBeta, start: tuple[float, float]) -> None:
         """After a collective begun at ``start``: wait out its emulated network time, if any."""
         if self.emulator is not None:
-            self.emulator.finish(terms, start)
+            self.emulator.finish(terms, start, self.idle)

@@ -15,7 +15,9 @@ table where each rank fills only its own row hands every rank all rows, from whi
 5, 6   gain numerator and denominator (kept and total squared norms)
 7      bytes sent
 8      squared gradient norm (``-1``: not computed)
-9..    per collective, the time the link spent on it
+9      the controller's decision time (``decide()`` wall seconds run in this iteration)
+10     the part of it run inside emulated network waits (``decision_lag=1``)
+11..   per collective, the time the link spent on it
 ====== ===============================================================
 """
 
@@ -30,6 +32,7 @@ from sim.collectives import AlphaBeta
 from sim.control.types import Decision
 
 __all__ = [
+    "DECIDE_COL",
     "NORM_COL",
     "SERVICE_COL",
     "Accum",
@@ -44,8 +47,10 @@ __all__ = [
 
 #: Column of the squared gradient norm in a rank's row (the VAR owner reads it per rank).
 NORM_COL = 8
+#: Column of the controller's decision time (``decide()`` wall seconds).
+DECIDE_COL = 9
 #: First column of the per-collective service times.
-SERVICE_COL = 9
+SERVICE_COL = 11
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,12 @@ class IterationStats:
     #: The link's time on this iteration's collectives: per collective the least span over
     #: ranks (the last rank to arrive finds the others ready), summed; NaN when not agreed.
     link_comm_s: float = math.nan
+    #: The controller's decision time in this iteration: ``decide()`` wall seconds run in it
+    #: (the slowest rank's; at the first bucket, on the critical path, unless computed ahead);
+    #: 0 in warm-up.
+    decide_s: float = math.nan
+    #: The part of ``decide_s`` run inside emulated network waits (``decision_lag=1``).
+    decide_hidden_s: float = math.nan
 
 
 @dataclass
@@ -97,6 +108,9 @@ class Accum:
     gain_num: float = 0.0
     gain_den: float = 0.0
     norm_sq: float = 0.0
+    #: Wall seconds of ``decide()`` run in this iteration, and the part in network waits.
+    decide_s: float = 0.0
+    decide_hidden_s: float = 0.0
     grad_bytes: int = 0
     #: Dense bytes of each bucket seen, by bucket index.
     bucket_bytes: dict[int, int] = field(default_factory=dict)
@@ -158,6 +172,8 @@ def local_row(cur: Accum, iter_s: float | None) -> list[float]:
         cur.gain_den,
         float(sum(iv.terms.n_bytes for iv in cur.intervals)),
         cur.norm_sq,
+        cur.decide_s,
+        cur.decide_hidden_s,
         *services,
     ]
 
@@ -192,4 +208,6 @@ def agreed_stats(
         owner=cur.owner,
         warmup=cur.warmup,
         link_comm_s=link_comm_s,
+        decide_s=tmax[DECIDE_COL],
+        decide_hidden_s=tmax[DECIDE_COL + 1],
     )

@@ -9,6 +9,7 @@ The communication paths live in :mod:`realrun.hook.exchange`.
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ from sim.errors import InputError
 
 from ..emulation import HookEmulator
 from .agreement import Agreement
+from .ahead import DecisionAhead, DecisionClock
 from .buckets import CompressorBank
 from .clock import CommClock
 from .loss import BoundedLoss
@@ -65,6 +67,11 @@ class CompressionHookState:
             as its latency reference (:meth:`sim.control.monitor.LinkMonitor.set_latency_reference`:
             used when one shape of collective cannot split latency from bandwidth); 0 (default):
             no pings.
+        decision_lag: 0 (default): each step's decision is computed at its first bucket, on
+            the critical path. 1: the decision on the observation before step ``s`` is
+            computed during step ``s`` (in its first emulated network wait, else when needed)
+            and applied at step ``s + 1`` (:mod:`realrun.hook.ahead`); the simulator's
+            ``decision_lag`` applies decisions the same way.
     """
 
     def __init__(
@@ -84,6 +91,7 @@ class CompressionHookState:
         agree_each_step: bool = True,
         device: torch.device | None = None,
         latency_pings: int = 0,
+        decision_lag: int = 0,
     ) -> None:
         if world_size < 1:
             raise InputError(f"world_size must be >= 1, got {world_size}")
@@ -98,6 +106,8 @@ class CompressionHookState:
             latency_pings < 0
         ):
             raise InputError(f"latency_pings must be an integer >= 0, got {latency_pings!r}")
+        if decision_lag not in (0, 1) or isinstance(decision_lag, bool):
+            raise InputError(f"decision_lag must be 0 or 1, got {decision_lag!r}")
         if not isinstance(controller, Controller):
             raise InputError(f"controller {controller!r} lacks reset/decide")
         try:
@@ -130,6 +140,13 @@ class CompressionHookState:
             each_step=self.agree_each_step,
         )
         self.latency_pings = latency_pings
+        self.decision_lag = int(decision_lag)
+        #: decide() seconds this rank spent in the iteration in progress, and the part hidden
+        #: in network waits.
+        self.decide_clock = DecisionClock()
+        self._ahead = DecisionAhead(self.decide_clock)
+        if self.decision_lag:
+            self.comm.idle = self._ahead.run_idle
         self.step = 0
         self._cur: Accum | None = None
         self._grad_bytes = 0
@@ -227,8 +244,19 @@ class CompressionHookState:
                 self.monitor.set_latency_reference(ref)
         if warm:
             decision = Decision()
+        elif self.decision_lag and self._ahead.pending:
+            # The decision on the previous observation (computed in its step's network wait,
+            # or now); this step's observation is decided on during this step.
+            decision = self._ahead.take()
+            self._ahead.submit(self.controller, self.observation())
         else:
-            decision = self.controller.decide(self.observation())
+            obs = self.observation()
+            t0 = time.perf_counter()
+            decision = self.controller.decide(obs)
+            self.decide_clock.add(time.perf_counter() - t0)
+            if self.decision_lag:
+                # The first controlled step: its decision is also the next step's.
+                self._ahead.restore(decision)
             if decision not in self._checked:
                 check_compatible(decision.compressor, decision.collective)
                 self._checked.add(decision)
@@ -265,6 +293,11 @@ class CompressionHookState:
         if cur is None or not cur.closed:
             raise RuntimeError("end_iteration called before the iteration's last bucket")
         self.agreement.collect()
+        # A decision queued ahead that no network wait ran is computed now, in its own step
+        # (on the critical path), so every step makes its one controller call as in the
+        # simulator.
+        self._ahead.finish()
+        cur.decide_s, cur.decide_hidden_s = self.decide_clock.drain()
         local = local_row(cur, iter_s)
         self.last_local = (cur, local)
         if self.loss is not None:
@@ -307,8 +340,12 @@ class CompressionHookState:
         if self._cur is not None:
             raise RuntimeError("checkpoint between iterations (after end_iteration)")
         self.flush()
+        # A decision queued ahead is computed now: the checkpoint holds its result and the
+        # controller after it.
+        ahead = self._ahead.state()
         return {
             "step": self.step,
+            "decision_ahead": ahead,
             "grad_bytes": self._grad_bytes,
             "bucket_bytes": self._bucket_bytes,
             **self.bank.state_dict(),
@@ -327,5 +364,6 @@ class CompressionHookState:
         self._bucket_bytes = tuple(int(b) for b in state.get("bucket_bytes", ()))
         self.bank.load_state_dict(state)
         self.controller = copy.deepcopy(state["controller"])
+        self._ahead.restore(state.get("decision_ahead"))
         self.agreement.load_state_dict(state)
         self._cur = None

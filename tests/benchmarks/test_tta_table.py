@@ -51,10 +51,11 @@ def test_summary_counts_the_done_when_bars() -> None:
 def test_held_out_real_traces_are_in_the_repository() -> None:
     tt = _module()
     root = _PATH.parents[1]
-    for held in (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3):
+    for held in (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4):
         files = [t for t in held if t.endswith(".csv")]
         assert files, "each held-out set names at least one imported real trace"
-    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2, *tt.HELD_OUT_3) if t.endswith(".csv")]:
+    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2, *tt.HELD_OUT_3, *tt.HELD_OUT_4)
+              if t.endswith(".csv")]:
         text = (root / f).read_text()
         assert "# source:" in text and "time_s,latency_s,bandwidth_Bps" in text
 
@@ -83,6 +84,35 @@ def test_third_held_out_set_shares_no_trace_seed_or_file_with_the_others() -> No
     older = {Path(t).stem.split("-", 1)[1] for t in (*tt.HELD_OUT, *tt.HELD_OUT_2)
              if t.endswith(".csv")}
     assert stems and not stems & older and not stems & set(tt.BUNDLED)
+
+
+def test_fourth_held_out_set_shares_no_trace_seed_or_file_with_the_others() -> None:
+    tt = _module()
+    earlier = set(tt.HELD_OUT) | set(tt.HELD_OUT_2) | set(tt.HELD_OUT_3) | set(tt.BUNDLED)
+    assert not set(tt.HELD_OUT_4) & earlier
+
+    def seeds(held: dict[str, str]) -> set[str]:
+        return {p.split(":")[-1] for t in held for p in t.split(",")
+                if p.split(":")[-1].startswith("seed=")}
+
+    assert seeds(tt.HELD_OUT_4) and not seeds(tt.HELD_OUT_4) & (
+        seeds(tt.HELD_OUT) | seeds(tt.HELD_OUT_2) | seeds(tt.HELD_OUT_3))
+    stems = {Path(t).stem.split("-", 1)[1] for t in tt.HELD_OUT_4 if t.endswith(".csv")}
+    older = {Path(t).stem.split("-", 1)[1] for t in (*tt.HELD_OUT, *tt.HELD_OUT_2, *tt.HELD_OUT_3)
+             if t.endswith(".csv")}
+    assert stems and not stems & older and not stems & set(tt.BUNDLED)
+
+
+def test_fourth_held_out_geo_pairs_file_is_what_its_script_writes(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "make_heldout4_geo_pairs", _PATH.parent / "make_heldout4_geo_pairs.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "pairs.csv"
+    assert mod.main([str(out)]) == 0
+    assert out.read_text() == (_PATH.parents[1] / "benchmarks/data/heldout4-geo-pairs.csv"
+                               ).read_text()
 
 
 def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:

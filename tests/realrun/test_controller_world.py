@@ -63,23 +63,25 @@ def _policies() -> list[str]:
             and policy_info(p).factory.__module__.startswith("sim.control.policies.")]
 
 
-def _real_config(policy: str, params: dict[str, Any] | None = None) -> Any:
+def _real_config(policy: str, params: dict[str, Any] | None = None, lag: int = 0) -> Any:
     from realrun.config import RealConfig
 
     return RealConfig(workload=WORKLOAD, nproc=2, policy=policy, policy_params=params or {},
-                      trace=TRACE, steps=STEPS, seed=SEED, emulation="hook")
+                      trace=TRACE, steps=STEPS, seed=SEED, emulation="hook", decision_lag=lag)
 
 
-def _sim_config(policy: str, params: dict[str, Any] | None = None) -> SimConfig:
+def _sim_config(policy: str, params: dict[str, Any] | None = None, lag: int = 0) -> SimConfig:
     return SimConfig(workload=WORKLOAD, workers=2, trace=TRACE, policy=policy,
-                     policy_params=params or {}, iterations=STEPS, seed=SEED, convergence="off")
+                     policy_params=params or {}, iterations=STEPS, seed=SEED, convergence="off",
+                     decision_lag=lag)
 
 
 def _real_rank(rank: int, world: int, policies: list[str],
                params: dict[str, dict[str, Any]] | None = None,
-               plugins: tuple[str, ...] = ()) -> dict[str, Any]:
+               plugins: tuple[str, ...] = (), lag: int = 0) -> dict[str, Any]:
     """Every policy of ``policies`` through the real hook on this rank; ``plugins`` are modules
-    to import first (they register extra policies or compressors in this process)."""
+    to import first (they register extra policies or compressors in this process); ``lag``:
+    the run's ``decision_lag``."""
     import importlib
 
     from realrun.hook import compression_hook
@@ -90,7 +92,7 @@ def _real_rank(rank: int, world: int, policies: list[str],
         importlib.import_module(module)
     logs = {}
     for policy in policies:
-        cfg = _real_config(policy, (params or {}).get(policy))
+        cfg = _real_config(policy, (params or {}).get(policy), lag)
         rec = Recorder(cfg.controller())
         torch.manual_seed(0)
         net = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 10))
@@ -125,7 +127,7 @@ def real_logs() -> list[dict[str, Any]]:
 
 
 def simulate_recorded(
-    policies: list[str], params: dict[str, dict[str, Any]] | None = None
+    policies: list[str], params: dict[str, dict[str, Any]] | None = None, lag: int = 0
 ) -> dict[str, list[tuple[Observation, Decision]]]:
     """Every policy through the simulator; the (observation, decision) log of each."""
     import sim.engine as engine
@@ -143,7 +145,7 @@ def simulate_recorded(
     try:
         logs = {}
         for policy in policies:
-            run_simulation(_sim_config(policy, (params or {}).get(policy)))
+            run_simulation(_sim_config(policy, (params or {}).get(policy), lag))
             logs[policy] = made[-1].log
     finally:
         mp.undo()
@@ -223,3 +225,41 @@ def test_the_replay_tells_controllers_apart(real_logs: list[dict[str, Any]]) -> 
         want = [d for _, d in log]
         others = [p for p in _policies() if p != policy]
         assert any(_replay(_sim_built(p), log) != want for p in others), policy
+
+
+# ------------------------------------------------------------------ decisions computed ahead
+#: Policies for the lag check: ``moo`` changes its density every step here.
+LAGGED = ["moo", "dc2-aimd", "mpc"]
+
+
+@pytest.fixture(scope="module")
+def lagged_real() -> list[dict[str, Any]]:
+    return run_ranks(_real_rank, 2, LAGGED, None, (), 1)
+
+
+def _applied_lags_one_step(log: list[tuple[Observation, Decision]]) -> bool:
+    """``decision_lag=1``: the decision in force at controlled step ``w + j`` is the one
+    returned at ``w + max(0, j - 1)``; observation ``w + j + 1`` reports it."""
+    returned = [d for _, d in log]
+    applied = [obs.decision for obs, _ in log[1:]]
+    return applied == [returned[max(0, j - 1)] for j in range(len(applied))]
+
+
+def test_a_decision_lag_is_the_same_in_both_worlds(lagged_real: list[dict[str, Any]]) -> None:
+    """With ``decision_lag=1`` each world applies every decision one step after the observation
+    it was made on (the real hook computes it in the step's network wait), the same controller
+    calls happen in both (replays match across worlds) and the ranks agree."""
+    sim = simulate_recorded(LAGGED, lag=1)
+    plain = simulate_recorded(["moo"])
+    for policy in LAGGED:
+        real = lagged_real[0][policy]
+        assert len(real) == len(sim[policy]) == STEPS, policy
+        assert _applied_lags_one_step(sim[policy]), policy
+        assert _applied_lags_one_step(real), policy
+        assert [d for _, d in real] == [d for _, d in lagged_real[1][policy]], policy
+        assert _replay(_sim_built(policy), real) == [d for _, d in real], policy
+        assert _replay(_real_config(policy, lag=1).controller(), sim[policy]) == [
+            d for _, d in sim[policy]], policy
+    # The check can fail: without the lag, moo's decisions are applied at once.
+    assert not _applied_lags_one_step(plain["moo"])
+    assert len({d.density for _, d in sim["moo"]}) == STEPS

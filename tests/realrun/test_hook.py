@@ -9,6 +9,7 @@ tests assert on its results.
 from __future__ import annotations
 
 import io
+import time
 from typing import Any
 
 import pytest
@@ -203,6 +204,10 @@ def _checkpoint(rank: int, world: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ scenario: per-bucket collectives
+#: How long :class:`_PerBucket` takes to decide.
+_DECIDE_SLEEP_S = 0.003
+
+
 class _PerBucket:
     """A controller that sees the bucket sizes and sends bucket 0 over tree, the rest over ring."""
 
@@ -214,6 +219,7 @@ class _PerBucket:
 
     def decide(self, obs: Observation) -> Decision:
         self.seen.append(obs.bucket_bytes)
+        time.sleep(_DECIDE_SLEEP_S)  # a slow decision, for the records' decide_s
         if not obs.bucket_bytes:
             return Decision()
         colls = ("tree",) + ("ring",) * (len(obs.bucket_bytes) - 1)
@@ -248,7 +254,8 @@ def _per_bucket(rank: int, world: int) -> dict[str, Any]:
     finally:
         hook_mod.dense_async = real  # type: ignore[assignment]
     return {"seen": ctl.seen, "used": used,
-            "sizes": [p.numel() * 4 for p in ddp.parameters()]}
+            "sizes": [p.numel() * 4 for p in ddp.parameters()],
+            "decide_s": [(h.warmup, h.decide_s) for h in state.history]}
 
 
 def _all(rank: int, world: int) -> dict[str, Any]:
@@ -365,3 +372,13 @@ def test_state_rejects_bad_arguments() -> None:
     with pytest.raises(InputError, match="VAR"):
         CompressionHookState(controller=ctl, world_size=2, rank=0, owner_rule="var",
                              agree_each_step=False)
+
+
+def test_decision_time_is_recorded_per_iteration(ranks: list[dict[str, Any]]) -> None:
+    """``decide_s``: the controller's decide() wall time (the slowest rank's), 0 in warm-up."""
+    for r in ranks:
+        rows = r["per_bucket"]["decide_s"]
+        assert [w for w, _ in rows] == [True, False, False, False]
+        assert rows[0][1] == 0.0
+        assert all(_DECIDE_SLEEP_S <= d < 1.0 for _, d in rows[1:])
+    assert ranks[0]["per_bucket"]["decide_s"] == ranks[1]["per_bucket"]["decide_s"]

@@ -208,6 +208,23 @@ def test_skyplane_rule_on_sample(data_dir: Path) -> None:
     assert anytier.links["gcp:us-central1-a"].latency_s[0] == pytest.approx((33 + 115) / 4 * 1e-3)
 
 
+def test_skyplane_pairs_are_single_paths(data_dir: Path) -> None:
+    from traces.importers.skyplane import skyplane_pairs
+
+    pairs = skyplane_pairs(data_dir / "skyplane")
+    # One path: RTT pooled over both directions, this direction's throughput, bits -> bytes.
+    lat_s, bw_Bps = pairs[("aws:us-east-1", "gcp:us-central1-a")]
+    assert lat_s == pytest.approx((32 + 34) / 2 / 2 * 1e-3)
+    assert bw_Bps == pytest.approx(8e9 / 8)
+    # A two-region import is the pair (where the direction was measured).
+    ts = import_skyplane(data_dir / "skyplane", regions=["aws:us-east-1", "gcp:us-central1-a"])
+    assert ts.links["aws:us-east-1"].latency_s[0] == pytest.approx(lat_s)
+    assert ts.links["aws:us-east-1"].bandwidth_Bps[0] == pytest.approx(bw_Bps)
+    assert all(s != d for s, d in pairs)
+    with pytest.raises(InputError, match="rtt"):
+        skyplane_pairs(data_dir / "skyplane", rtt="max")
+
+
 def test_skyplane_errors(data_dir: Path) -> None:
     with pytest.raises(InputError, match="unknown skyplane region 'mars:1'.*e.g. aws"):
         import_skyplane(data_dir / "skyplane", regions=["aws:us-east-1", "mars:1"])

@@ -31,7 +31,7 @@ from compctl_base.errors import InputError
 from ..input_limits import MAX_TEXT_BYTES, check_file_size
 from ..model import PiecewiseTrace, TraceSet
 
-__all__ = ["import_skyplane", "skyplane_regions"]
+__all__ = ["import_skyplane", "skyplane_pairs", "skyplane_regions"]
 
 _LAT_COLS = ("src_region", "src_tier", "dst_region", "dst_tier", "min_rtt", "avg_rtt")
 _TPUT_COLS = ("src_region", "src_tier", "dst_region", "dst_tier", "throughput_received")
@@ -162,3 +162,27 @@ def import_skyplane(
         bw_Bps = min(bws_Bps) if bandwidth == "min" else sum(bws_Bps) / len(bws_Bps)
         links[r] = PiecewiseTrace.constant(one_way_s, bw_Bps, name=r)
     return TraceSet(links, name=name or f"skyplane-{len(regions)}region")
+
+
+def skyplane_pairs(
+    path: str | os.PathLike[str], *, rtt: str = "avg", tier: str = "PREMIUM"
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """Every directed pair ``(src, dst)`` measured in both matrices, as ``(one-way latency
+    seconds, bandwidth bytes/s)`` of that path alone: ``RTT / 2`` over the rows of both
+    directions, ``throughput_received(src -> dst) / 8`` (no fallback to the other direction).
+    The per-pair view of the matrices that :func:`import_skyplane` averages per region."""
+    if rtt not in ("avg", "min"):
+        raise InputError(f"option rtt must be avg or min, got {rtt!r}")
+    if tier not in ("PREMIUM", "STANDARD", "any"):
+        raise InputError(f"option tier must be PREMIUM, STANDARD or any, got {tier!r}")
+    lat_f, tput_f = _files(path)
+    lat = _read(lat_f, _LAT_COLS, ("min_rtt", "avg_rtt"), tier)
+    tput = _read(tput_f, _TPUT_COLS, ("throughput_received",), tier)
+    col = 1 if rtt == "avg" else 0
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for src, dst in sorted(tput):
+        rt = _pair_mean(lat, src, dst, col, both=True)
+        bw = _pair_mean(tput, src, dst, 0, both=False)
+        if src != dst and rt is not None and bw is not None:
+            out[(src, dst)] = (rt * 1e-3 / 2.0, bw / 8.0)
+    return out

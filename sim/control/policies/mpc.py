@@ -42,6 +42,14 @@ bandwidth forecast accepts a new level shift: once a new bandwidth level has hel
 since the shift), so after a step of the link the plan no longer hedges towards the link before
 it (:class:`LinkForecast`; ``regime_steps=0`` turns this off).
 
+Each bucket's collective is hedged against one mis-split estimate (``collective_regret``; 0
+turns it off): the cheapest collective on the latest estimate is used unless, on one of the three
+estimates before it, it is more than ``collective_regret`` times slower than that estimate's
+cheapest; then each bucket goes over the collective whose worst ratio to the cheapest over the
+four is least. At 1,024 workers a collective chosen on one wrong latency/bandwidth split (an
+iteration spanning several link changes) costs 10-100x; a link that really moved moves the next
+estimates too, and the choice follows once they agree.
+
 A collective never run yet gets half the mean log correction of those that were (a correction
 absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
 latency/bandwidth split -- and what is specific to the one measured), so noisy measurements of
@@ -89,6 +97,9 @@ __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
 _LATENCY_FLOOR_S = 1e-6
 _BANDWIDTH_FLOOR_BPS = 1.0
 
+#: Earlier estimates (besides the latest) a bucket's collective is hedged over.
+_HEDGE_RECENT = 3
+
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 
 
@@ -119,6 +130,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         probe_every: int = 0,
         probe_factor: float = 10.0,
         regime_steps: int = 6,
+        collective_regret: float = 1.5,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
@@ -163,6 +175,10 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             raise ValueError(f"regime_steps must be >= 0, got {regime_steps!r}")
         self.regime_steps = int(regime_steps)
         self.probe_factor = float(probe_factor)
+        if collective_regret < 0.0 or 0.0 < collective_regret < 1.0:
+            raise ValueError(f"collective_regret must be 0 (off) or >= 1, got "
+                             f"{collective_regret!r}")
+        self.collective_regret = float(collective_regret)
         self.compressor = compressor
         self._auto_collective = collective == AUTO
         self._terms: dict[tuple[str, int, float, float, str], Any] = {}
@@ -199,6 +215,8 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S)
         self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
                                 self.replan_change)
+        #: The monitor's latest (latency, bandwidth) estimates, newest last.
+        self._links: deque[tuple[float, float]] = deque(maxlen=_HEDGE_RECENT + 1)
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
@@ -214,7 +232,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._window_known: dict[bool, bool] = {True: False, False: False}
         self._ready: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
         self._gain_ratio = 1.0
-        self._coeff_cache: dict[tuple[float, float], tuple[float, float, float]] = {}
+        self._coeff_cache: dict[tuple[float, float], Any] = {}
         #: The planned density (a probe step runs another one without changing the plan).
         self._held = self.density
         self._probing = False
@@ -239,6 +257,8 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
                 if obs.compress_s is not None:
                     self._compress_s = obs.compress_s
         self._learn_correction(obs)
+        if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
+            self._links.append((obs.latency_s or 0.0, obs.bandwidth_Bps))
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
         if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
@@ -292,6 +312,12 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             return decision
         if obs.bandwidth_Bps is None or not obs.bandwidth_Bps > 0:
             choice = self._minimax_choice(obs, self.density)
+        elif self.collective_regret > 0.0 and len(self._bw) > 0:
+            # The latest estimate and the ones before it: a collective the latest alone
+            # makes cheapest must not be many times the best on the link just measured.
+            links = [(obs.latency_s or 0.0, obs.bandwidth_Bps),
+                     *list(self._links)[-_HEDGE_RECENT - 1:-1]]
+            choice = self._robust_choice(obs, self.density, links, self.collective_regret)
         else:
             choice = self._comm_s(obs, self.density, obs.latency_s or 0.0, obs.bandwidth_Bps)[0]
         sizes = [float(b) for b in (obs.bucket_bytes or (obs.grad_bytes,))]

@@ -17,6 +17,10 @@ __all__ = ["MpcPlanning"]
 
 #: Iterations per chunk of the progress prediction.
 _CHUNK = 8
+_HALF_CHUNK = 0.5 * _CHUNK
+#: Cached per (density, mid-step): efficiency, equilibrium lag, relaxation rate and
+#: ``(1 - rate) ** _CHUNK``.
+_Coeffs = tuple[float, float, float, float]
 
 
 class MpcPlanning(MpcPricing, UsesProgressModel):
@@ -30,13 +34,14 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
     switch_chunks: int
     _state: ProgressState
     _gain_ratio: float
-    _coeff_cache: dict[tuple[float, float], tuple[float, float, float]]
+    _coeff_cache: dict[tuple[float, float], _Coeffs]
     _lat: LinkForecast
     _bw: LinkForecast
 
-    def _coeffs(self, density: float, mid: float) -> tuple[float, float, float]:
-        """``(efficiency, equilibrium lag, relaxation rate)`` of ``density`` around step
-        ``mid``: the workload model's gain there, scaled by the measured-over-model ratio."""
+    def _coeffs(self, density: float, mid: float) -> _Coeffs:
+        """``(efficiency, equilibrium lag, relaxation rate, (1 - rate) ** _CHUNK)`` of
+        ``density`` around step ``mid``: the workload model's gain there, scaled by the
+        measured-over-model ratio (the power is a whole chunk's lag relaxation)."""
         key = (density, mid)
         hit = self._coeff_cache.get(key)
         if hit is None:
@@ -46,7 +51,8 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
             else:
                 g = min(1.0, pm.gain(self.compressor, density, mid) * self._gain_ratio)
             lag_star = pm.lam * (1.0 / g - 1.0) / (1.0 + mid * pm.inv_phase)
-            hit = (pm.efficiency(g), lag_star, min(1.0, pm.mu * g))
+            rate = min(1.0, pm.mu * g)
+            hit = (pm.efficiency(g), lag_star, rate, (1.0 - rate) ** _CHUNK)
             self._coeff_cache[key] = hit
         return hit
 
@@ -55,14 +61,23 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         """Iterations at ``density`` from model state ``(t, q, lag, prog)`` until progress
         reaches ``goal`` (``inf`` beyond ``cap``): the convergence model's recursion in chunks
         of :data:`_CHUNK` iterations (gain and equilibrium lag of each chunk taken at its
-        middle, the lag relaxing geometrically within it), whole iterations counted."""
+        middle, the lag relaxing geometrically within it), whole iterations counted.
+
+        This runs hundreds of times per plan (on a real run's critical path): the cached
+        coefficients carry a chunk's relaxation, and the arithmetic is written out in the
+        order of the plain recursion, so the result is the same to the bit."""
         if prog >= goal:
             return 0.0
+        cache = self._coeff_cache
         n = 0.0
         while n < cap:
-            eff, lag_star, rate = self._coeffs(density, t + n + 0.5 * _CHUNK)
+            mid = t + n + _HALF_CHUNK
+            hit = cache.get((density, mid))
+            if hit is None:
+                hit = self._coeffs(density, mid)
+            eff, lag_star, rate, keep = hit
             q_end = q + _CHUNK * eff
-            lag_end = lag_star + (lag - lag_star) * (1.0 - rate) ** _CHUNK
+            lag_end = lag_star + (lag - lag_star) * keep
             if q_end - lag_end >= goal:
                 # Whole iterations: even a sliver of progress costs a full one.
                 k = 1
@@ -72,7 +87,8 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
                     k += 1
                 return n + k
             q, lag = q_end, lag_end
-            prog = max(prog, q - lag)
+            if q - lag > prog:
+                prog = q - lag
             if prog >= goal:
                 return n + _CHUNK
             n += _CHUNK
@@ -125,6 +141,11 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         scores = {d: self._robust([single[d] * x for x in it_s[d]]) for d in self.grid}
         if not two_phase:
             return scores
+        margin = 1.0 + self.two_phase_margin
+        # The fastest scenario's seconds per iteration of each density (bounds a finish).
+        fastest = {d: max(min(it_s[d]), 1e-12) for d in self.grid}
+        robust = self._robust
+        finish = self._finish
         for d1 in self.grid:
             higher = [d for d in self.grid if d > d1]
             if not higher:
@@ -132,30 +153,32 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
             q, lag, prog = st.q, st.lag, st.progress
             n1 = 0.0
             chunks = 0
+            head_s = it_s[d1]
             # The first phase never runs longer than holding d1 to the goal would.
             while n1 + _CHUNK < single[d1]:
-                eff, lag_star, rate = self._coeffs(d1, t0 + n1 + 0.5 * _CHUNK)
+                eff, lag_star, _, keep = self._coeffs(d1, t0 + n1 + _HALF_CHUNK)
                 q += _CHUNK * eff
-                lag = lag_star + (lag - lag_star) * (1.0 - rate) ** _CHUNK
+                lag = lag_star + (lag - lag_star) * keep
                 prog = max(prog, q - lag)
                 n1 += _CHUNK
                 if prog >= goal:
                     break
-                head = [n1 * x for x in it_s[d1]]
-                if self._robust(head) >= scores[d1]:
+                head = [n1 * x for x in head_s]
+                if robust(head) >= scores[d1]:
                     break
                 chunks += 1
                 if chunks % self.switch_chunks:
                     continue  # not a candidate switch point
                 mean_head = sum(head) / len(head)
+                t1 = t0 + n1
                 for d2 in higher:
                     # The robust score is at least the mean, so a longer finish cannot win.
-                    bound = scores[d1] / (1.0 + self.two_phase_margin) - mean_head
-                    room = bound / max(min(it_s[d2]), 1e-12)
-                    n2 = self._finish(d2, t0 + n1, q, lag, prog, goal, min(single[d2], room))
-                    if not math.isfinite(n2):
+                    bound = scores[d1] / margin - mean_head
+                    room = bound / fastest[d2]
+                    n2 = finish(d2, t1, q, lag, prog, goal, min(single[d2], room))
+                    if n2 == math.inf:
                         continue
-                    score = (1.0 + self.two_phase_margin) * self._robust(
+                    score = margin * robust(
                         [h + n2 * x for h, x in zip(head, it_s[d2], strict=True)])
                     if score < scores[d1]:
                         scores[d1] = score

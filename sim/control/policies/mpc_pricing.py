@@ -180,6 +180,29 @@ class MpcPricing:
             secs[m] = best_s
         return choice, secs
 
+    def _robust_choice(self, obs: Observation, density: float,
+                       links: list[tuple[float, float]], regret: float) -> dict[float, str]:
+        """Per bucket size, the cheapest collective on ``links[0]`` (the latest estimate)
+        unless, on some other link of ``links``, it is more than ``regret`` times slower than
+        that link's cheapest; then the collective whose worst ratio to the cheapest over all of
+        ``links`` is least (minimax regret). One mis-split estimate cannot then stake the
+        iteration on a collective the recent link would make many times slower."""
+        comp = "none" if density >= 1.0 else self.compressor
+        choice: dict[float, str] = {}
+        for m in self._buckets(obs):
+            times: dict[str, list[float]] = {}
+            for coll in self._candidates[comp]:
+                terms = self._comm_terms(coll, obs, m, density, comp)
+                corr = math.exp(self._dominated_correction(coll, terms, obs, m, density, comp))
+                times[coll] = [terms.time_s(lat, bw) * corr for lat, bw in links]
+            best = [min(ts[k] for ts in times.values()) for k in range(len(links))]
+            ratio = {c: max(t / b if b > 0.0 else 1.0 for t, b in zip(ts, best, strict=True))
+                     for c, ts in times.items()}
+            point = min(times, key=lambda c: times[c][0])
+            choice[m] = point if ratio[point] <= regret else min(
+                times, key=lambda c: (ratio[c], times[c][0]))
+        return choice
+
     def _comm_s(
         self, obs: Observation, density: float, lat: float, bw: float
     ) -> tuple[dict[float, str], float]:

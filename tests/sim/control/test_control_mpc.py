@@ -366,3 +366,42 @@ def test_mpc_persists_only_at_the_least_density() -> None:
         plans.append(p._since_plan == 0)
     assert d.density == 0.1  # the margin holds it
     assert plans[4]  # the step the bandwidth fell re-planned
+
+
+def _collective_after(links: list[tuple[float, float]], **params: float) -> list[str]:
+    """Collectives ``mpc`` (one density, 1,024 workers, 13 buckets) picks after each of
+    ``links`` (latency, bandwidth) as the monitor's estimate."""
+    sizes = (30_000_000,) * 12 + (4_000_000,)
+    p = make_policy("mpc", densities="0.005", initial_density=0.005, **params)
+    out = []
+    for k, (lat, bw) in enumerate(links):
+        obs = Observation(step=k, world_size=1024, grad_bytes=sum(sizes), bucket_bytes=sizes,
+                          latency_s=lat, bandwidth_Bps=bw, compute_s=0.5, comm_s=1.0,
+                          extra={"iteration_s": 1.5})
+        d = p.decide(obs)
+        out.append(d.collective)
+    return out
+
+
+def test_mpc_one_mis_split_estimate_does_not_switch_the_collective() -> None:
+    # A slow link (5 ms, 0.8 Gbit/s), then one estimate split the other way (165 ms,
+    # 6.9 Gbit/s: an iteration spanning several link changes), then the slow link again.
+    steady, wrong = (5e-3, 1e8), (0.165, 8.6e8)
+    links = [steady] * 6 + [wrong] + [steady] * 2
+    unhedged = _collective_after(links, collective_regret=0.0)
+    hedged = _collective_after(links)
+    # Without the hedge the mis-split estimate alone switches the collective (the test can fail).
+    assert unhedged[6] != unhedged[5]
+    assert hedged[6] == hedged[5] == unhedged[5]
+
+
+def test_mpc_collective_follows_a_link_change_once_estimates_agree() -> None:
+    steady, moved = (5e-3, 1e8), (0.165, 8.6e8)
+    hedged = _collective_after([steady] * 6 + [moved] * 5)
+    unhedged = _collective_after([moved] * 3)
+    assert hedged[-1] == unhedged[-1] != hedged[5]
+
+
+def test_mpc_rejects_a_collective_regret_below_one() -> None:
+    with pytest.raises(ValueError, match="collective_regret"):
+        make_policy("mpc", collective_regret=0.5)

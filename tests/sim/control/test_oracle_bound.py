@@ -3,6 +3,14 @@
 Tolerance: the oracle searches piecewise-constant schedules over its density grid and at most
 ``windows`` windows; a policy free to pick any density at any iteration could in principle beat
 such a schedule by a little. Measured here it never does; the bound allows 1%.
+
+Deterministic: the examples are derandomized (the same ones on every run) and the one example
+that ever failed is pinned. It failed once (2026-11-26, on a tree with ``mpc``'s bucket-wise
+overlap but not yet the oracle's finishing-switch search to any density of the grid plus a
+second finishing switch): ``mpc`` held 0.001, then finished at 0.03 and 0.1 and reached the
+target at 26.73 s against the oracle's 27.13 s (1.5% faster). With the oracle's search the
+oracle takes 26.10 s (``mpc`` 27.40 s). A random draw of four examples per run found it once and
+missed it on the next run, which is why the test turned green without a change.
 """
 
 from __future__ import annotations
@@ -10,7 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sim.control import policy_info, policy_names
@@ -45,8 +53,12 @@ def _trace(steps: list[tuple[float, float, float]]) -> str:
     return f"steps:dur_s={dur},lat_ms={lat},bw_gbps={bw}"
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(_steps)
+@example([(3.4236519761079522, 1.02, 5.5), (3.4398120321765946, 15.0, 11.843865783172793),
+          (18.72936754893995, 11.516995596103914, 6.945822822973901),
+          (1.0, 17.813430947039446, 0.5)])
 def test_no_fixed_density_or_policy_beats_the_oracle(steps: list[tuple[float, float, float]]) -> None:
     trace = _trace(steps)
     oracle = _tta(trace, "oracle", target_progress=TARGET)

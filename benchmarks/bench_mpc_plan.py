@@ -1,0 +1,173 @@
+"""What one ``mpc`` decision costs: plan and decide() wall time, this tree against a baseline.
+
+Usage: ``python benchmarks/bench_mpc_plan.py [--baseline REV] [--repeats 5] [--params k=v:k=v]
+[--json]``.
+
+Observation streams are recorded once from simulated runs (:data:`SCENARIOS`: the real-run
+benchmark's stepped trace on digits-mlp and two bundled-style scenarios); every
+implementation then replays the same streams into a fresh ``mpc`` controller (open loop), so
+each sees the same observations, and its decisions must equal the others' decision for
+decision. With ``--baseline REV`` the plan scoring of git revision ``REV``
+(``sim/control/policies/mpc_plan.py`` there) is timed next to this tree's, round by round in
+turn (ratios in one run). Reported per implementation: median over rounds of the total
+decide() seconds, of the seconds spent in plans and the number of plans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+#: (workload, workers, trace, iterations, target_progress): the real-run benchmark's trace and
+#: two simulator-table-like scenarios.
+SCENARIOS: tuple[tuple[str, int, str, int, float], ...] = (
+    ("digits-mlp", 2, "steps:dur_s=0.25/0.25,lat_ms=1/1,bw_gbps=0.01/0.0005,loop=true", 300,
+     124.1),
+    ("resnet50", 64, "steps:dur_s=20/20,lat_ms=1/5,bw_gbps=10/1,loop=true", 300, 0.0),
+    ("lstm-ptb", 16, "walk:seed=3,latency_s=0.002,bandwidth_Bps=1.25e8,bandwidth_sigma=0.3,duration_s=300", 300, 0.0),
+)
+
+
+def _params(spec: str, target: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in (x for x in spec.split(":") if x):
+        k, v = kv.split("=")
+        out[k] = int(v) if v.isdigit() else float(v)
+    if target > 0.0:
+        out.setdefault("target_progress", target)
+    return out
+
+
+def _record(scn: tuple[str, int, str, int, float], params: dict[str, Any]) -> list[Any]:
+    """The observations ``mpc`` is asked to decide on in one simulated run."""
+    from sim.control.policies.mpc import MpcPolicy
+    from sim.engine import simulate
+    from sim.runner import SimConfig
+
+    seen: list[Any] = []
+    orig = MpcPolicy.decide
+
+    def spy(self: Any, obs: Any) -> Any:
+        seen.append(obs)
+        return orig(self, obs)
+
+    MpcPolicy.decide = spy  # type: ignore[method-assign]
+    try:
+        workload, workers, trace, iters, _ = scn
+        simulate(SimConfig(workload=workload, workers=workers, trace=trace, policy="mpc",
+                           policy_params=tuple(params.items()), iterations=iters, seed=1,
+                           convergence="off"))
+    finally:
+        MpcPolicy.decide = orig  # type: ignore[method-assign]
+    return seen
+
+
+def _baseline_class(rev: str) -> type:
+    """``MpcPolicy`` with the plan scoring (``MpcPlanning``) of revision ``rev``."""
+    from sim.control.policies import mpc
+
+    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:sim/control/policies/mpc_plan.py"],
+                         check=True, capture_output=True, text=True).stdout
+    name = "sim.control.policies._baseline_mpc_plan"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "sim.control.policies"
+    sys.modules[name] = module
+    exec(compile(src, f"{rev}:mpc_plan.py", "exec"), module.__dict__)  # noqa: S102
+    base = module.MpcPlanning
+    methods = {k: v for k, v in vars(base).items() if callable(v) and k.startswith("_")
+               and not k.startswith("__")}
+    return type("BaselineMpc", (mpc.MpcPolicy,), methods)
+
+
+def _replay(cls: type, stream: list[Any], params: dict[str, Any], workload: str
+            ) -> tuple[float, float, int, list[Any]]:
+    """(decide seconds, plan seconds, plans, decisions) of a fresh ``cls`` on ``stream``."""
+    from sim.control.progress import ProgressModel
+    from sim.control.world import controller_seed
+
+    ctl = cls(**params)
+    ctl.reset(seed=controller_seed(1))
+    ctl.bind_progress(ProgressModel.for_workload(workload))
+    plan_s = [0.0, 0]
+    inner = ctl._plan
+
+    def timed_plan(obs: Any) -> Any:
+        t = time.perf_counter()
+        out = inner(obs)
+        plan_s[0] += time.perf_counter() - t
+        plan_s[1] += 1
+        return out
+
+    ctl._plan = timed_plan
+    decisions = []
+    total = 0.0
+    for obs in stream:
+        t = time.perf_counter()
+        decisions.append(ctl.decide(obs))
+        total += time.perf_counter() - t
+    return total, plan_s[0], int(plan_s[1]), decisions
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="git revision whose plan scoring to time as well")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--params", default="", help="mpc parameters, k=v:k=v")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    from sim.control.policies.mpc import MpcPolicy
+
+    impls: dict[str, type] = {"this tree": MpcPolicy}
+    if args.baseline:
+        impls[f"baseline {args.baseline}"] = _baseline_class(args.baseline)
+    result: dict[str, Any] = {"params": args.params, "repeats": args.repeats, "scenarios": []}
+    for scn in SCENARIOS:
+        params = _params(args.params, scn[4])
+        stream = _record(scn, params)
+        rounds: dict[str, list[tuple[float, float, int]]] = {k: [] for k in impls}
+        ref = None
+        for _ in range(args.repeats):
+            for name, cls in impls.items():
+                total, plan, n, decisions = _replay(cls, stream, params, scn[0])
+                if ref is None:
+                    ref = decisions
+                elif decisions != ref:
+                    raise SystemExit(f"{name} decides differently on {scn[:3]}")
+                rounds[name].append((total, plan, n))
+        row: dict[str, Any] = {"scenario": list(scn[:4]), "decisions": len(stream)}
+        for name, rs in rounds.items():
+            row[name] = {"decide_s": statistics.median(r[0] for r in rs),
+                         "plan_s": statistics.median(r[1] for r in rs), "plans": rs[0][2]}
+        if args.baseline:
+            b = row[f"baseline {args.baseline}"]
+            row["plan_ratio"] = row["this tree"]["plan_s"] / b["plan_s"]
+            row["decide_ratio"] = row["this tree"]["decide_s"] / b["decide_s"]
+        result["scenarios"].append(row)
+        if not args.json:
+            line = f"{scn[0]} x{scn[1]} {scn[2][:30]}: {len(stream)} decisions"
+            for name in impls:
+                r = row[name]
+                line += (f"; {name}: decide {r['decide_s'] * 1e3:.1f} ms, {r['plans']} plans "
+                         f"{r['plan_s'] * 1e3 / max(r['plans'], 1):.2f} ms each")
+            if args.baseline:
+                line += f"; plan time ratio {row['plan_ratio']:.3f}"
+            sys.stdout.write(line + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
