@@ -88,6 +88,13 @@ def _baseline_class(rev: str) -> type:
     base = module.MpcPlanning
     methods = {k: v for k, v in vars(base).items() if callable(v) and k.startswith("_")
                and not k.startswith("__")}
+    scores = methods["_plan_scores"]
+
+    def plan_scores(self: Any, *args: Any, exact: float | None = None, **kw: Any) -> Any:
+        # A baseline without pruning scores every density exactly; ``exact`` is this tree's.
+        return scores(self, *args, **kw)
+
+    methods["_plan_scores"] = plan_scores
     return type("BaselineMpc", (mpc.MpcPolicy,), methods)
 
 

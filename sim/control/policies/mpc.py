@@ -233,6 +233,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._ready: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
         self._gain_ratio = 1.0
         self._coeff_cache: dict[tuple[float, float], Any] = {}
+        self._coeff_ratio = math.nan  # the gain ratio the cached coefficients hold for
         #: The planned density (a probe step runs another one without changing the plan).
         self._held = self.density
         self._probing = False
@@ -276,9 +277,10 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         # Two-phase plans only towards a real target: a rolling horizon would always plan the
         # finishing switch for later.
         delta, to_target = self._delta()
-        scores = self._plan_scores(obs, delta, to_target and self.two_phase)
-        best = min(self.grid, key=lambda d: (scores[d], -d))
         current = min(self.grid, key=lambda d: abs(math.log(d / self._held)))
+        # Only the least score and the held density's are read: the others are pruned.
+        scores = self._plan_scores(obs, delta, to_target and self.two_phase, exact=current)
+        best = min(self.grid, key=lambda d: (scores[d], -d))
         chosen = best if scores[best] < scores[current] * (1.0 - self.switch_margin) else (
             self._held
         )

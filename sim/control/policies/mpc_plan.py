@@ -18,6 +18,10 @@ __all__ = ["MpcPlanning"]
 #: Iterations per chunk of the progress prediction.
 _CHUNK = 8
 _HALF_CHUNK = 0.5 * _CHUNK
+#: Entries of the coefficient cache kept from one plan to the next (at most).
+_COEFF_CACHE_MAX = 100_000
+#: Relative slack of the pruning bound of :meth:`MpcPlanning._plan_scores`.
+_PRUNE_SLACK = 1.0 + 1e-9
 #: Cached per (density, mid-step): efficiency, equilibrium lag, relaxation rate and
 #: ``(1 - rate) ** _CHUNK``.
 _Coeffs = tuple[float, float, float, float]
@@ -35,6 +39,7 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
     _state: ProgressState
     _gain_ratio: float
     _coeff_cache: dict[tuple[float, float], _Coeffs]
+    _coeff_ratio: float
     _lat: LinkForecast
     _bw: LinkForecast
 
@@ -124,14 +129,27 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         return sum(times) / len(times) + self.risk * (max(times) - min(times)) / 2.0
 
     def _plan_scores(self, obs: Observation, delta: float, two_phase: bool,
-                     bw_scale: float = 1.0) -> dict[float, float]:
+                     bw_scale: float = 1.0, exact: float | None = None) -> dict[float, float]:
         """Robust predicted seconds to make ``delta`` of progress for plans that start at each
         density: hold it to the goal, or hold it a while and then finish at a higher density
         (a switch up releases the lag the error-feedback residual holds back, so a cheap low
         density followed by a short run at a higher one can reach the goal sooner than either
-        alone). The score of a density is that of its best plan."""
+        alone). The score of a density is that of its best plan.
+
+        With ``exact`` (a grid density) only the least score (and which density has it) and
+        ``exact``'s score are computed exactly, the others only as far as shows they are not
+        the least: densities are searched in order of their single-phase score, and a
+        two-phase plan whose first phase alone (its mean over the scenarios, a lower bound of
+        its score) already exceeds the least score found so far is not finished. What a plan
+        picks is the same, at a fraction of the cost (the plan runs on a real run's critical
+        path)."""
         it_s = {d: self._scenario_iteration_s(obs, d, bw_scale) for d in self.grid}
-        self._coeff_cache.clear()  # the state's step and the gain ratio moved since last time
+        # The coefficients depend on (density, mid-step) and the gain ratio alone: kept from
+        # plan to plan while the ratio holds (in the simulator, where the measured gain is the
+        # model's, for the whole run), within a bound on the cache's size.
+        if self._coeff_ratio != self._gain_ratio or len(self._coeff_cache) > _COEFF_CACHE_MAX:
+            self._coeff_cache.clear()
+            self._coeff_ratio = self._gain_ratio
         st = self._state
         t0 = float(max(st.step, 0))
         goal = st.progress + delta
@@ -146,10 +164,14 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         fastest = {d: max(min(it_s[d]), 1e-12) for d in self.grid}
         robust = self._robust
         finish = self._finish
-        for d1 in self.grid:
+        prune = exact is not None
+        # A hair above the least score: float rounding cannot make a pruned plan the least.
+        tau = min(scores.values()) * _PRUNE_SLACK
+        for d1 in sorted(self.grid, key=lambda d: (scores[d], -d)) if prune else self.grid:
             higher = [d for d in self.grid if d > d1]
             if not higher:
                 continue
+            cut = prune and d1 != exact
             q, lag, prog = st.q, st.lag, st.progress
             n1 = 0.0
             chunks = 0
@@ -170,11 +192,15 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
                 if chunks % self.switch_chunks:
                     continue  # not a candidate switch point
                 mean_head = sum(head) / len(head)
+                if cut and margin * mean_head > tau:
+                    break  # every later switch point scores more than the least score
                 t1 = t0 + n1
                 for d2 in higher:
                     # The robust score is at least the mean, so a longer finish cannot win.
                     bound = scores[d1] / margin - mean_head
                     room = bound / fastest[d2]
+                    if cut:
+                        room = min(room, (tau / margin - mean_head) / fastest[d2])
                     n2 = finish(d2, t1, q, lag, prog, goal, min(single[d2], room))
                     if n2 == math.inf:
                         continue
@@ -182,4 +208,6 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
                         [h + n2 * x for h, x in zip(head, it_s[d2], strict=True)])
                     if score < scores[d1]:
                         scores[d1] = score
+            if prune:
+                tau = min(tau, scores[d1] * _PRUNE_SLACK)
         return scores
