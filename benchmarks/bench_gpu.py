@@ -1,4 +1,4 @@
-"""The real path's GPU checks, in one script: runs, hook overhead and compressor timings on CUDA.
+"""The real path's GPU checks, in one script: runs, mpc, hook overhead, compressors on CUDA.
 
 Usage: ``python benchmarks/bench_gpu.py --json FILE [--md FILE] [--device cuda] [--steps 100]``
 (``bash benchmarks/gpu_checks.sh OUTDIR`` runs every part, each time-boxed.)
@@ -13,10 +13,14 @@ What it measures (each part is timed on the machine it runs on, nothing is carri
    model (25.6 M parameters, compute emulated). Reported: median iteration, compute,
    compression and communication time per step (first 10 % of steps left out) and what the
    run's ``meta.json`` says of its device, backend, transfer and timing.
-3. Hook overhead (``benchmarks/bench_realrun.py``'s interleaved method): built-in DDP, the hook
+3. ``mpc`` on the device (the controller code unchanged): digits-cnn over the hook-emulated
+   stepped trace of ``benchmarks/bench_real_tta.py`` with its declared settings, decided on the
+   critical path (``--decision-lag 0``) and one step ahead on a helper thread (lag 1), per
+   rank set-up; reported: median iteration, exposed communication and decision time per step.
+4. Hook overhead (``benchmarks/bench_realrun.py``'s interleaved method): built-in DDP, the hook
    with the dense policy and the hook agreeing every step, trained in turn on the same batches
    in the same processes; ratios of medians.
-4. Compressors on the device: ``compctl bench compressors --device DEVICE`` at 10 M and 100 M
+5. Compressors on the device: ``compctl bench compressors --device DEVICE`` at 10 M and 100 M
    elements, densities 0.001 and 0.01.
 
 With ``--device cpu`` the same script runs on a machine without a GPU (a dry run of the
@@ -72,7 +76,8 @@ def _summary(path: Path) -> dict[str, Any]:
     skip = max(1, len(rec) // 10)
     steady = rec.iloc[skip:]
     row: dict[str, Any] = {k: meta.get(k) for k in ("device", "backend", "transfer", "timing")}
-    for col in ("iter_s", "compute_s", "compress_s", "comm_s", "exposed_comm_s"):
+    for col in ("iter_s", "compute_s", "compress_s", "comm_s", "exposed_comm_s", "decide_s",
+                "decide_hidden_s"):
         if col in steady:
             row[f"{col[:-2]}_ms"] = float(steady[col].median() * 1e3)
     row["steps"] = int(len(rec))
@@ -114,6 +119,43 @@ def real_runs(out: Path, device: str, steps: int, synth_steps: int,
                     on_row()
 
 
+#: The stepped trace and the declared ``mpc`` settings of ``benchmarks/bench_real_tta.py``.
+CONTROLLER_TRACE = "steps:dur_s=0.25/0.25,lat_ms=1/1,bw_gbps=0.01/0.0005,loop=true"
+CONTROLLER_PARAMS: dict[str, Any] = {"replan_persist": 3, "window_steps": 30, "switch_chunks": 3}
+
+
+def controller_runs(out: Path, device: str, steps: int, rows: list[dict[str, Any]],
+                    on_row: Callable[[], None] | None = None) -> None:
+    """``mpc`` unchanged on the device: digits-cnn over the hook-emulated stepped trace, decided
+    on the critical path (lag 0) and one step ahead on a helper thread (lag 1), for each rank
+    set-up of :func:`real_runs`; one row per run with the per-step decision time."""
+    import torch
+
+    one = "1 rank nccl" if device == "cuda" else "1 rank gloo"
+    share = device == "cuda" and torch.cuda.device_count() < 2
+    for setup, nproc, backend, shared in ((one, 1, one.split()[-1], False),
+                                          ("2 ranks gloo", 2, "gloo", share)):
+        for lag in (0, 1):
+            cfg = RealConfig(workload="digits-cnn", nproc=nproc, steps=steps, emulation="hook",
+                             trace=CONTROLLER_TRACE, policy="mpc",
+                             policy_params=dict(CONTROLLER_PARAMS), backend=backend,
+                             device=device, share_gpu=shared, eval_every=steps, threads=1,
+                             decision_lag=lag)
+            row: dict[str, Any] = {"setup": setup, "workload": "digits-cnn",
+                                   "variant": f"mpc, decision lag {lag}"}
+            t0 = time.perf_counter()
+            try:
+                path = launch(cfg, out / "controllers" / f"{nproc}-lag{lag}", force=True)
+                assert path is not None
+                row.update(wall_s=time.perf_counter() - t0, **_summary(path))
+            except Exception as exc:  # noqa: BLE001 - one failed run is a result too
+                row.update(error=f"{type(exc).__name__}: {exc}"[-2000:])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if on_row is not None:
+                on_row()
+
+
 def compressors(device: str, size: str) -> list[dict[str, Any]]:
     """``compctl bench compressors`` on ``device`` at one vector size (its JSON rows)."""
     cmd = [sys.executable, "-m", "sim.entry", "bench", "compressors", "--device", device,
@@ -138,6 +180,18 @@ def _markdown(result: dict[str, Any]) -> str:
                            for k in ("iter", "compute", "compress", "comm"))
         lines.append(f"| {r['setup']} | {r['workload']} | {r['variant']} | {r['device']} | "
                      f"{r['backend']} | {r['transfer']} | {times} |")
+    lines += ["", "## mpc on the device, hook-emulated stepped trace (median per step, ms)", "",
+              "| set-up | variant | device | backend | iter | exposed comm | decide | decide "
+              "hidden |", "|---|---|---|---|---|---|---|---|"]
+    for r in result.get("controllers", []):
+        if "error" in r:
+            lines.append(f"| {r['setup']} | {r['variant']} | failed: {r['error'][:300]} | | | "
+                         "| | |")
+            continue
+        times = " | ".join(f"{r.get(k + '_ms', float('nan')):.3f}"
+                           for k in ("iter", "exposed_comm", "decide", "decide_hidden"))
+        lines.append(f"| {r['setup']} | {r['variant']} | {r['device']} | {r['backend']} | "
+                     f"{times} |")
     lines += ["", "## Hook overhead (interleaved, ratio of medians to built-in DDP)", "",
               "| set-up | workload | built-in ms | hook ms | ratio | per-step agreement ms | "
               "ratio |", "|---|---|---|---|---|---|---|"]
@@ -171,7 +225,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small compressor sizes (dry run)")
     ap.add_argument("--repeats", type=int, default=2,
                     help="process groups per overhead measurement (default 2)")
-    ap.add_argument("--only", default="runs,overhead,compressors",
+    ap.add_argument("--only", default="runs,controllers,overhead,compressors",
                     help="comma-separated parts to run")
     args = ap.parse_args()
     if args.from_json is not None:
@@ -200,6 +254,9 @@ def main() -> int:
     if "runs" in parts:
         result["runs"] = []
         real_runs(out, args.device, args.steps, args.synthetic_steps, result["runs"], save)
+    if "controllers" in parts:
+        result["controllers"] = []
+        controller_runs(out, args.device, args.steps, result["controllers"], save)
     if "overhead" in parts:
         cuda = args.device == "cuda"
         result["overhead"] = []

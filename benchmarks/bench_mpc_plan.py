@@ -1,15 +1,17 @@
 """What one ``mpc`` decision costs: plan and decide() wall time, this tree against a baseline.
 
 Usage: ``python benchmarks/bench_mpc_plan.py [--baseline REV] [--repeats 5] [--params k=v:k=v]
-[--json]``.
+[--stream FILE:WORKLOAD:TARGET] [--json]``.
 
 Observation streams are recorded once from simulated runs (:data:`SCENARIOS`: the real-run
 benchmark's stepped trace on digits-mlp and two bundled-style scenarios); every
 implementation then replays the same streams into a fresh ``mpc`` controller (open loop), so
 each sees the same observations, and its decisions must equal the others' decision for
-decision. With ``--baseline REV`` the plan scoring of git revision ``REV``
-(``sim/control/policies/mpc_plan.py`` there) is timed next to this tree's, round by round in
-turn (ratios in one run). Reported per implementation: median over rounds of the total
+decision. ``--stream`` adds a recorded stream (``Observation`` objects pickled one after
+another, e.g. by wrapping ``MpcPolicy.decide`` on one rank of a real run): a real run's
+measured gains move the gain ratio every step, which a simulated stream does not. With ``--baseline REV`` the ``mpc`` of git revision ``REV`` (every
+``sim/control/policies/mpc*.py`` there: the per-step path and the plan scoring) is timed next
+to this tree's, round by round in turn (ratios in one run). Reported per implementation: median over rounds of the total
 decide() seconds, of the seconds spent in plans and the number of plans.
 """
 
@@ -73,22 +75,72 @@ def _record(scn: tuple[str, int, str, int, float], params: dict[str, Any]) -> li
 
 
 def _baseline_class(rev: str) -> type:
-    """``MpcPolicy`` with the plan scoring (``MpcPlanning``) of revision ``rev``."""
-    from sim.control.policies import mpc
+    """``MpcPolicy`` as of revision ``rev``: every ``sim/control/policies/mpc*.py`` there
+    (controller, forecast, pricing, plan scoring), loaded under private module names so that
+    they import one another, not this tree's; the rest of the package is this tree's."""
+    import inspect
+    import re
 
-    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:sim/control/policies/mpc_plan.py"],
-                         check=True, capture_output=True, text=True).stdout
-    name = "sim.control.policies._baseline_mpc_plan"
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "sim.control.policies"
-    sys.modules[name] = module
-    exec(compile(src, f"{rev}:mpc_plan.py", "exec"), module.__dict__)  # noqa: S102
-    base = module.MpcPlanning
-    methods = {k: v for k, v in vars(base).items() if callable(v) and k.startswith("_")
-               and not k.startswith("__")}
-    return type("BaselineMpc", (mpc.MpcPolicy,), methods)
+    from sim.control import registry
+
+    listing = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", rev,
+                              "sim/control/policies/"], check=True, capture_output=True,
+                             text=True).stdout.split()
+    stems = [Path(f).stem for f in listing if re.fullmatch(r"mpc\w*\.py", Path(f).name)]
+    sources = {}
+    for stem in stems:
+        src = subprocess.run(["git", "-C", str(REPO), "show",
+                              f"{rev}:sim/control/policies/{stem}.py"],
+                             check=True, capture_output=True, text=True).stdout
+        sources[stem] = re.sub(r"from \.(mpc\w*) import", r"from ._baseline_\1 import", src)
+    real_register = registry.register_policy
+    registry.register_policy = lambda *a, **k: (lambda cls: cls)  # type: ignore[assignment]
+    pending = list(stems)
+    try:
+        while pending:
+            progressed = False
+            for stem in list(pending):
+                name = f"sim.control.policies._baseline_{stem}"
+                spec = importlib.util.spec_from_loader(name, loader=None)
+                assert spec is not None
+                module = importlib.util.module_from_spec(spec)
+                module.__package__ = "sim.control.policies"
+                sys.modules[name] = module
+                try:
+                    exec(compile(sources[stem], f"{rev}:{stem}.py", "exec"),  # noqa: S102
+                         module.__dict__)
+                except ImportError:
+                    del sys.modules[name]  # needs a sibling not loaded yet
+                    continue
+                pending.remove(stem)
+                progressed = True
+            if not progressed:
+                raise SystemExit(f"cannot load the mpc modules of {rev}")
+    finally:
+        registry.register_policy = real_register
+    base: type = sys.modules["sim.control.policies._baseline_mpc"].MpcPolicy
+    if "exact" in inspect.signature(base._plan_scores).parameters:  # type: ignore[attr-defined]
+        return base
+    scores = base._plan_scores  # type: ignore[attr-defined]
+
+    def plan_scores(self: Any, *args: Any, exact: float | None = None, **kw: Any) -> Any:
+        # A baseline without pruning scores every density exactly; ``exact`` is this tree's.
+        return scores(self, *args, **kw)
+
+    return type("BaselineMpc", (base,), {"_plan_scores": plan_scores})
+
+
+def _load_stream(path: Path) -> list[Any]:
+    """Observations pickled one after another in ``path`` (a trusted local recording)."""
+    import pickle
+
+    out = []
+    with path.open("rb") as f:
+        while True:
+            try:
+                out.append(pickle.load(f))  # noqa: S301
+            except EOFError:
+                return out
 
 
 def _replay(cls: type, stream: list[Any], params: dict[str, Any], workload: str
@@ -125,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", help="git revision whose plan scoring to time as well")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--params", default="", help="mpc parameters, k=v:k=v")
+    parser.add_argument("--stream", action="append", default=[], metavar="FILE:WORKLOAD:TARGET",
+                        help="also replay a recorded stream (observations pickled one after "
+                        "another, e.g. from a real run) of WORKLOAD with target_progress TARGET")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     from sim.control.policies.mpc import MpcPolicy
@@ -133,9 +188,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         impls[f"baseline {args.baseline}"] = _baseline_class(args.baseline)
     result: dict[str, Any] = {"params": args.params, "repeats": args.repeats, "scenarios": []}
-    for scn in SCENARIOS:
+    cases: list[tuple[tuple[str, int, str, int, float], list[Any] | None]] = [
+        (scn, None) for scn in SCENARIOS]
+    for spec in args.stream:
+        path, workload, target = spec.rsplit(":", 2)
+        cases.append(((workload, 0, f"recorded {Path(path).name}", 0, float(target)),
+                      _load_stream(Path(path))))
+    for scn, recorded in cases:
         params = _params(args.params, scn[4])
-        stream = _record(scn, params)
+        stream = _record(scn, params) if recorded is None else recorded
         rounds: dict[str, list[tuple[float, float, int]]] = {k: [] for k in impls}
         ref = None
         for _ in range(args.repeats):

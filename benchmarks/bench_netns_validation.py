@@ -77,7 +77,7 @@ PIN_CORES = False  # --pin-cores: ranks (runs and microbenchmark) pinned to core
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
-STEPS_SCALE = {"dense": 1, "fixed-topk-10%": 3, "dc2-aimd": 3, "dc2-pi": 3}
+STEPS_SCALE = {"dense": 1, "fixed-topk-10%": 3, "dc2-aimd": 3, "dc2-pi": 3, "dc2-pi-smooth": 3}
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}),
     "fixed-topk-10%": ("fixed", {"density": 0.1, "collective": "allgather"}),
@@ -88,6 +88,9 @@ POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
 DELAY_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "dc2-aimd": POLICIES["dc2-aimd"],
     "dc2-pi": ("dc2-pi", {"target_s": 0.03, "collective": "allgather"}),
+    # dc2-pi acting on a smoothed delay signal, so that it settles under per-iteration noise
+    "dc2-pi-smooth": ("dc2-pi", {"target_s": 0.03, "collective": "allgather",
+                                 "smoothing": 0.8}),
 }
 
 

@@ -2,8 +2,8 @@
 
 Usage: ``python benchmarks/bench_real_tta.py [--seeds 1,2,3] [--repeats 1]
 [--densities 0.1,0.03,0.01,0.005,0.003,0.002,0.001] [--policies mpc] [--trace SPEC]
-[--emulation hook|netns] [--steps 400] [--target-loss 1.5] [--latency-pings N] [--keep DIR]
-[--json]`` (``netns`` needs root).
+[--emulation hook|netns] [--steps 400] [--target-loss 1.5] [--latency-pings N] [--pin-cores]
+[--keep DIR] [--json]`` (``netns`` needs root).
 
 Each run is ``compctl real --workload digits-mlp --nproc 2`` (CPU, gloo) under ``--trace``. The
 default trace (:data:`TRACE`) loops 0.25 s at 10 Mbit/s and 0.25 s at 0.5 Mbit/s (1 ms latency,
@@ -92,6 +92,8 @@ def _run(policy: str, params: list[str], seed: int, args: argparse.Namespace, ou
            "--policy", policy, "--trace", args.trace, "--steps", str(args.steps),
            "--seed", str(seed), "--emulation", args.emulation, "--out", str(out), "--quiet",
            "--force"]
+    if args.pin_cores:
+        cmd.append("--pin-cores")
     if policy != "fixed" and args.latency_pings:
         cmd += ["--latency-pings", str(args.latency_pings)]
     for p in params:
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--emulation", default="hook", choices=("hook", "netns"))
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--target-loss", type=float, default=TARGET_LOSS)
+    parser.add_argument("--pin-cores", action="store_true",
+                        help="run every rank pinned to a core (compctl real --pin-cores)")
     parser.add_argument("--latency-pings", type=int, default=0,
                         help="latency pings for the adaptive policies' runs (default 0: none)")
     parser.add_argument("--keep", type=Path, help="keep every run's output under this folder")
@@ -164,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     adaptive = [k for k in runs if not k.startswith("fixed")]
     result = {"trace": args.trace, "emulation": args.emulation, "workload": WORKLOAD,
               "target_loss": args.target_loss, "target_progress": target, "seeds": seeds,
-              "steps": args.steps, "load_1min": [min(load), max(load)],
+              "steps": args.steps, "pin_cores": args.pin_cores,
+              "load_1min": [min(load), max(load)],
               "exposed_decide_s": {k: statistics.fmean(v) for k, v in decide.items()},
               "latency_pings": args.latency_pings,
               "repeats": args.repeats, "runs_s": each, "times_s": times, "mean_s": means,

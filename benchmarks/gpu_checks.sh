@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The real path's GPU checks on a CUDA machine, in priority order, each part time-boxed so that a
 # hang in one leaves the others' results: environment and the CUDA conformance tests, real runs,
-# hook overhead, compressor timings. Writes at most 8 files to OUTDIR (logs and JSON);
+# mpc on the device, hook overhead, compressor timings. Writes at most 10 files to OUTDIR (logs and JSON);
 # `python benchmarks/bench_gpu.py --from-json OUTDIR/*.json` renders them as Markdown.
-# Usage: bash benchmarks/gpu_checks.sh OUTDIR
+# Usage: bash benchmarks/gpu_checks.sh OUTDIR  (env PARTS="runs controllers overhead compressors" picks parts;
+# STEPS, SYNTH_STEPS, REPEATS and the time boxes PYTEST_S, RUNS_S, CTRL_S, OVERHEAD_S, COMP_S size them)
 set -uo pipefail
 out=${1:?usage: gpu_checks.sh OUTDIR}
 mkdir -p "$out"
@@ -13,8 +14,8 @@ export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
   COMPCTL_TEST_GPU=1 timeout "${PYTEST_S:-120}" python3 -m pytest -q -x -p no:cacheprovider \
     tests/sim/compress/test_compress_conformance.py tests/realrun/test_devices.py
   echo "pytest rc=$?"; } > "$out/env_and_tests.log" 2>&1
-for part in runs overhead compressors; do
-  case $part in runs) t=${RUNS_S:-220};; overhead) t=${OVERHEAD_S:-170};; compressors) t=${COMP_S:-100};; esac
+for part in ${PARTS:-runs controllers overhead compressors}; do
+  case $part in runs) t=${RUNS_S:-220};; controllers) t=${CTRL_S:-120};; overhead) t=${OVERHEAD_S:-170};; compressors) t=${COMP_S:-100};; esac
   timeout "$t" python3 benchmarks/bench_gpu.py --json "$out/$part.json" --work "$work/$part" \
     --only "$part" --steps "${STEPS:-60}" --synthetic-steps "${SYNTH_STEPS:-20}" --repeats "${REPEATS:-2}" \
     ${GPU_DEVICE:+--device "$GPU_DEVICE"} ${QUICK:+--quick} > "$out/$part.log" 2>&1

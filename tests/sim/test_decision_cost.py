@@ -69,3 +69,26 @@ def test_measured_decision_time_is_charged_on_top() -> None:
     records = _run(measure_decisions=True, decision_s=0.001)
     assert (records["decide_s"] > 0.001).all()
     assert (records["decide_s"] < 1.0).all()
+
+
+def test_a_lagged_decision_hides_in_the_iterations_communication() -> None:
+    """``decision_lag=1``: the first controlled decision is paid in full; later ones only for
+    what exceeds the iteration's communication (``decide_hidden_s`` holds the rest); decisions
+    apply one step late (a fixed policy's are the same either way)."""
+    fixed = {**BASE, "policy": "fixed", "trace": "const:lat_ms=1,bw_mbps=10",
+             "policy_params": {"density": 0.01, "collective": "allgather"}, "warmup_steps": 1}
+    plain = run_simulation(SimConfig.from_dict(fixed))[0]
+    small = run_simulation(SimConfig.from_dict({**fixed, "decision_s": 1e-4,
+                                                "decision_lag": 1}))[0]
+    comm = plain["comm_s"].iloc[2]
+    assert comm > 1e-4
+    assert small["decide_hidden_s"].tolist() == [0.0, 0.0] + [1e-4] * 38
+    assert small["iter_s"].iloc[1] == pytest.approx(plain["iter_s"].iloc[1] + 1e-4, abs=1e-12)
+    assert small["iter_s"].iloc[2:].tolist() == pytest.approx(plain["iter_s"].iloc[2:].tolist(),
+                                                              abs=1e-12)
+    big = run_simulation(SimConfig.from_dict({**fixed, "decision_s": comm + 0.003,
+                                              "decision_lag": 1}))[0]
+    assert big["iter_s"].iloc[5] == pytest.approx(plain["iter_s"].iloc[5] + 0.003, abs=1e-9)
+    assert SimConfig.from_dict({**fixed, "decision_lag": 1}).to_dict()["decision_lag"] == 1
+    with pytest.raises(InputError, match="decision_lag"):
+        SimConfig.from_dict({**fixed, "decision_lag": 2})

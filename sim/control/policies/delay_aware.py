@@ -243,6 +243,14 @@ class DelayPiPolicy(InformedStart, DensityPolicy):
     the loop stable whether latency or bandwidth dominates. The
     emitted density changes only when it differs from the one in force by more than
     ``hysteresis`` (relative), so small corrections do not cause a new decision every step.
+
+    With ``smoothing`` > 0 the loop acts on an exponentially weighted average of the log error
+    (weight ``smoothing`` on the past, ``1 - smoothing`` on the new observation) instead of the
+    last one: per-iteration noise of the measured delay (about 0.1 in log units on a shared
+    machine) then stays inside the dead band and the density settles at a fixed point instead
+    of wandering with the noise. A log error more than ``jump`` away from the average (a step of
+    the link, not noise) restarts the average there, so the response to a real change is not
+    delayed. ``smoothing=0`` (the default) is the unsmoothed controller, decision for decision.
     """
 
     def __init__(
@@ -259,11 +267,17 @@ class DelayPiPolicy(InformedStart, DensityPolicy):
         max_density: float = 1.0,
         initial_density: float | None = None,
         reach_margin: float = 0.2,
+        smoothing: float = 0.0,
+        jump: float = 0.5,
         compressor: str = "topk",
         collective: str = "auto",
     ) -> None:
         _check_target(target_s, target_compute_ratio)
         _check_margin(reach_margin)
+        if not (0.0 <= smoothing < 1.0):
+            raise ValueError(f"smoothing must be in [0, 1), got {smoothing!r}")
+        if not jump > 0.0:
+            raise ValueError(f"jump must be > 0, got {jump!r}")
         if kp < 0.0 or ki <= 0.0:
             raise ValueError(f"need kp >= 0 and ki > 0, got kp={kp!r}, ki={ki!r}")
         if not (0.0 <= deadband < 1.0):
@@ -279,6 +293,8 @@ class DelayPiPolicy(InformedStart, DensityPolicy):
         self.max_step = float(max_step)
         self.hysteresis = float(hysteresis)
         self.reach_margin = float(reach_margin)
+        self.smoothing = float(smoothing)
+        self.jump = float(jump)
         self._auto_start = initial_density is None
         super().__init__(
             min_density=min_density,
@@ -291,7 +307,18 @@ class DelayPiPolicy(InformedStart, DensityPolicy):
     def _reset_state(self) -> None:
         self._u = math.log(self.density)
         self._e_prev = 0.0
+        self._e_avg: float | None = None
         self._reset_start(self._auto_start)
+
+    def _smoothed(self, e: float) -> float:
+        """The log error the loop acts on: ``e`` itself, or its running average."""
+        if self.smoothing == 0.0:
+            return e
+        if self._e_avg is None or abs(e - self._e_avg) > self.jump:
+            self._e_avg = e
+        else:
+            self._e_avg = self.smoothing * self._e_avg + (1.0 - self.smoothing) * e
+        return self._e_avg
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         target = target_delay_s(obs, self.target_s, self.ratio)
@@ -306,8 +333,9 @@ class DelayPiPolicy(InformedStart, DensityPolicy):
         if start is not None:
             self._u = math.log(start)
             self._e_prev = 0.0
+            self._e_avg = None
             return start
-        e = math.log(obs.comm_s / target)
+        e = self._smoothed(math.log(obs.comm_s / target))
         if abs(e) < math.log1p(self.deadband):
             e = 0.0
         du = -(self.ki * e + self.kp * (e - self._e_prev))

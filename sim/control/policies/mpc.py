@@ -233,6 +233,13 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._ready: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
         self._gain_ratio = 1.0
         self._coeff_cache: dict[tuple[float, float], Any] = {}
+        self._coeff_ratio = math.nan  # the gain ratio the cached coefficients hold for
+        #: The model's gain per (density, mid-step), whatever the ratio, and its model.
+        self._raw_gain: dict[tuple[float, float], float] = {}
+        self._raw_model: Any = None
+        self._rows: dict[float, list[Any]] = {}
+        self._row_t0 = 0.0
+        self._by_gain: dict[float, tuple[float, float, float]] = {}
         #: The planned density (a probe step runs another one without changing the plan).
         self._held = self.density
         self._probing = False
@@ -276,9 +283,10 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         # Two-phase plans only towards a real target: a rolling horizon would always plan the
         # finishing switch for later.
         delta, to_target = self._delta()
-        scores = self._plan_scores(obs, delta, to_target and self.two_phase)
-        best = min(self.grid, key=lambda d: (scores[d], -d))
         current = min(self.grid, key=lambda d: abs(math.log(d / self._held)))
+        # Only the least score and the held density's are read: the others are pruned.
+        scores = self._plan_scores(obs, delta, to_target and self.two_phase, exact=current)
+        best = min(self.grid, key=lambda d: (scores[d], -d))
         chosen = best if scores[best] < scores[current] * (1.0 - self.switch_margin) else (
             self._held
         )
@@ -307,9 +315,14 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
         with the least corrected predicted time on the current estimates."""
-        decision = super().decide(obs)
         if not self._auto_collective:
-            return decision
+            return super().decide(obs)
+        # What the base class's decision builder would give, less its own "auto" collective
+        # choice (replaced below, so not computed: this runs on a real run's critical path).
+        self.density = self._clip(self._next_density(obs, self._is_current(obs)))
+        dense = self.density >= 1.0
+        compressor = "none" if dense else self.compressor
+        density = 1.0 if dense else float(self.density)
         if obs.bandwidth_Bps is None or not obs.bandwidth_Bps > 0:
             choice = self._minimax_choice(obs, self.density)
         elif self.collective_regret > 0.0 and len(self._bw) > 0:
@@ -324,7 +337,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         colls = tuple(choice[m] for m in sizes)
         largest = max(range(len(sizes)), key=lambda k: sizes[k])
         per_bucket = colls if len(set(colls)) > 1 else ()
-        self._last = Decision(decision.compressor, decision.density, colls[largest], per_bucket)
+        self._last = Decision(compressor, density, colls[largest], per_bucket)
         return self._last
 
     def _next_density(self, obs: Observation, current: bool) -> float:

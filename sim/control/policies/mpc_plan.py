@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from sim.convergence.progress import efficiency
+
 from ..progress import ProgressState, UsesProgressModel
 from ..types import Observation
 from .mpc_forecast import LinkForecast
@@ -18,6 +20,12 @@ __all__ = ["MpcPlanning"]
 #: Iterations per chunk of the progress prediction.
 _CHUNK = 8
 _HALF_CHUNK = 0.5 * _CHUNK
+#: Entries of the coefficient cache kept from one plan to the next (at most).
+_COEFF_CACHE_MAX = 100_000
+#: Chunks a coefficient row grows by beyond the one a search asks for.
+_AHEAD = 2
+#: Relative slack of the pruning bound of :meth:`MpcPlanning._plan_scores`.
+_PRUNE_SLACK = 1.0 + 1e-9
 #: Cached per (density, mid-step): efficiency, equilibrium lag, relaxation rate and
 #: ``(1 - rate) ** _CHUNK``.
 _Coeffs = tuple[float, float, float, float]
@@ -35,47 +43,105 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
     _state: ProgressState
     _gain_ratio: float
     _coeff_cache: dict[tuple[float, float], _Coeffs]
+    _coeff_ratio: float
+    _raw_gain: dict[tuple[float, float], float]
+    _raw_model: object
+    _rows: dict[float, list[_Coeffs]]
+    _row_t0: float
+    _by_gain: dict[float, tuple[float, float, float]]
     _lat: LinkForecast
     _bw: LinkForecast
 
-    def _coeffs(self, density: float, mid: float) -> _Coeffs:
-        """``(efficiency, equilibrium lag, relaxation rate, (1 - rate) ** _CHUNK)`` of
-        ``density`` around step ``mid``: the workload model's gain there, scaled by the
-        measured-over-model ratio (the power is a whole chunk's lag relaxation)."""
-        key = (density, mid)
-        hit = self._coeff_cache.get(key)
-        if hit is None:
-            pm = self.progress_model
-            if density >= 1.0:
-                g = 1.0
-            else:
-                g = min(1.0, pm.gain(self.compressor, density, mid) * self._gain_ratio)
-            lag_star = pm.lam * (1.0 / g - 1.0) / (1.0 + mid * pm.inv_phase)
-            rate = min(1.0, pm.mu * g)
-            hit = (pm.efficiency(g), lag_star, rate, (1.0 - rate) ** _CHUNK)
-            self._coeff_cache[key] = hit
-        return hit
+    def _row(self, density: float, chunks: int, ahead: int = 0) -> list[_Coeffs]:
+        """This plan's coefficients of ``density`` for its first ``chunks`` chunks at least
+        (chunk ``j`` centred on step ``t0 + 8 j + 4``), extended as a search needs them, and up
+        to ``ahead`` chunks more while their gain is positive (a search that needs one more
+        chunk usually needs several)."""
+        row = self._rows.get(density)
+        if row is None:
+            row = self._rows[density] = []
+        if len(row) >= chunks:
+            return row
+        # :meth:`_coeffs` written out for a run of chunks (the same operations in the same
+        # order): a real run's plan computes a few hundred of them.
+        t0 = self._row_t0
+        cache = self._coeff_cache
+        raw_gain = self._raw_gain
+        pm = self.progress_model
+        lam, inv_phase = pm.lam, pm.inv_phase
+        # The gain-only terms (efficiency, rate, a chunk's relaxation) of each gain seen in
+        # this plan: chunks whose model gain is the same (one sampled step of the gain curve,
+        # or a gain capped at 1) share them.
+        by_gain = self._by_gain
+        ratio = self._gain_ratio
+        dense = density >= 1.0
+        for j in range(len(row), chunks + ahead):
+            mid = t0 + _CHUNK * j + _HALF_CHUNK
+            key = (density, mid)
+            hit = cache.get(key)
+            if hit is None:
+                if dense:
+                    g = 1.0
+                else:
+                    raw = raw_gain.get(key)
+                    if raw is None:
+                        raw = pm.gain(self.compressor, density, mid)
+                        raw_gain[key] = raw
+                    g = min(1.0, raw * ratio)
+                    if j >= chunks and not g > 0.0:
+                        break  # not needed yet: a needed one raises as the recursion would
+                terms = by_gain.get(g)
+                if terms is None:
+                    terms = self._gain_terms(g)
+                    by_gain[g] = terms
+                eff, rate, keep = terms
+                hit = (eff, lam * (1.0 / g - 1.0) / (1.0 + mid * inv_phase), rate, keep)
+                cache[key] = hit
+            row.append(hit)
+        return row
 
-    def _finish(self, density: float, t: float, q: float, lag: float, prog: float,
+    def _gain_terms(self, g: float) -> tuple[float, float, float]:
+        """``(efficiency, relaxation rate, (1 - rate) ** _CHUNK)`` of gain ``g``."""
+        pm = self.progress_model
+        rate = min(1.0, pm.mu * g)
+        return efficiency(g, pm.alpha, pm.model.params.knee), rate, (1.0 - rate) ** _CHUNK
+
+    def _start_rows(self, t0: float) -> None:
+        """Begin a plan from step ``t0``: coefficient rows are per plan (lists indexed by
+        chunk), the caches behind them are kept while the gain ratio holds."""
+        if self._coeff_ratio != self._gain_ratio or len(self._coeff_cache) > _COEFF_CACHE_MAX:
+            self._coeff_cache.clear()
+            self._coeff_ratio = self._gain_ratio
+        if len(self._raw_gain) > _COEFF_CACHE_MAX or self._raw_model is not self.progress_model:
+            self._raw_gain.clear()
+            self._coeff_cache.clear()
+            self._raw_model = self.progress_model
+        self._rows = {}
+        self._by_gain = {}
+        self._row_t0 = t0
+
+    def _finish(self, density: float, j0: int, q: float, lag: float, prog: float,
                 goal: float, cap: float) -> float:
-        """Iterations at ``density`` from model state ``(t, q, lag, prog)`` until progress
-        reaches ``goal`` (``inf`` beyond ``cap``): the convergence model's recursion in chunks
-        of :data:`_CHUNK` iterations (gain and equilibrium lag of each chunk taken at its
-        middle, the lag relaxing geometrically within it), whole iterations counted.
+        """Iterations at ``density`` from chunk ``j0`` of the plan (step ``t0 + 8 j0``) and
+        model state ``(q, lag, prog)`` until progress reaches ``goal`` (``inf`` beyond
+        ``cap``): the convergence model's recursion in chunks of :data:`_CHUNK` iterations
+        (gain and equilibrium lag of each chunk taken at its middle, the lag relaxing
+        geometrically within it), whole iterations counted.
 
-        This runs hundreds of times per plan (on a real run's critical path): the cached
-        coefficients carry a chunk's relaxation, and the arithmetic is written out in the
+        This runs hundreds of times per plan (on a real run's critical path): the plan's
+        coefficient rows carry a chunk's relaxation, and the arithmetic is written out in the
         order of the plain recursion, so the result is the same to the bit."""
         if prog >= goal:
             return 0.0
-        cache = self._coeff_cache
+        row = self._rows.get(density)
+        if row is None:
+            row = self._row(density, 0)
+        j = j0
         n = 0.0
         while n < cap:
-            mid = t + n + _HALF_CHUNK
-            hit = cache.get((density, mid))
-            if hit is None:
-                hit = self._coeffs(density, mid)
-            eff, lag_star, rate, keep = hit
+            if j >= len(row):
+                row = self._row(density, j + 1, _AHEAD)
+            eff, lag_star, rate, keep = row[j]
             q_end = q + _CHUNK * eff
             lag_end = lag_star + (lag - lag_star) * keep
             if q_end - lag_end >= goal:
@@ -92,6 +158,7 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
             if prog >= goal:
                 return n + _CHUNK
             n += _CHUNK
+            j += 1
         return math.inf
 
     def _steps(self, density: float, delta: float) -> float:
@@ -99,24 +166,20 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         state (``50 delta + 1000`` if never)."""
         st = self._state
         cap = 50.0 * delta + 1000.0
-        n = self._finish(density, float(max(st.step, 0)), st.q, st.lag, st.progress,
-                         st.progress + delta, cap)
+        self._start_rows(float(max(st.step, 0)))
+        n = self._finish(density, 0, st.q, st.lag, st.progress, st.progress + delta, cap)
         return min(n, cap)
 
-    def _scenario_iteration_s(self, obs: Observation, density: float, bw_scale: float = 1.0
-                              ) -> list[float]:
-        """Predicted seconds per iteration at ``density`` under each forecast scenario: the
-        spread's pessimistic, central and optimistic cases (the trend extrapolated to the next
-        re-plan, the level held beyond it) and the link back at the window's median (a spike
-        passing). ``bw_scale`` multiplies every bandwidth (a probe's what-if)."""
+    def _scenario_links(self, bw_scale: float = 1.0) -> list[tuple[float, float]]:
+        """The forecast scenarios' ``(latency, bandwidth)``: the spread's pessimistic, central
+        and optimistic cases (the trend extrapolated to the next re-plan, the level held beyond
+        it) and the link back at the window's median (a spike passing). ``bw_scale``
+        multiplies every bandwidth (a probe's what-if)."""
         ahead = float(self.window_steps)
-        out = []
-        for z in (-self.spread, 0.0, self.spread):
-            out.append(self._iteration_s(obs, density, self._lat.at(ahead, -z),
-                                         self._bw.at(ahead, z) * bw_scale))
+        out = [(self._lat.at(ahead, -z), self._bw.at(ahead, z) * bw_scale)
+               for z in (-self.spread, 0.0, self.spread)]
         if len(self._bw):
-            out.append(self._iteration_s(obs, density, self._lat.median(),
-                                         self._bw.median() * bw_scale))
+            out.append((self._lat.median(), self._bw.median() * bw_scale))
         return out
 
     def _robust(self, times: list[float]) -> float:
@@ -124,19 +187,32 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         return sum(times) / len(times) + self.risk * (max(times) - min(times)) / 2.0
 
     def _plan_scores(self, obs: Observation, delta: float, two_phase: bool,
-                     bw_scale: float = 1.0) -> dict[float, float]:
+                     bw_scale: float = 1.0, exact: float | None = None) -> dict[float, float]:
         """Robust predicted seconds to make ``delta`` of progress for plans that start at each
         density: hold it to the goal, or hold it a while and then finish at a higher density
         (a switch up releases the lag the error-feedback residual holds back, so a cheap low
         density followed by a short run at a higher one can reach the goal sooner than either
-        alone). The score of a density is that of its best plan."""
-        it_s = {d: self._scenario_iteration_s(obs, d, bw_scale) for d in self.grid}
-        self._coeff_cache.clear()  # the state's step and the gain ratio moved since last time
+        alone). The score of a density is that of its best plan.
+
+        With ``exact`` (a grid density) only the least score (and which density has it) and
+        ``exact``'s score are computed exactly, the others only as far as shows they are not
+        the least: densities are searched in order of their single-phase score, and a
+        two-phase plan whose first phase alone (its mean over the scenarios, a lower bound of
+        its score) already exceeds the least score found so far is not finished. What a plan
+        picks is the same, at a fraction of the cost (the plan runs on a real run's critical
+        path)."""
+        links = self._scenario_links(bw_scale)
+        it_s = {d: self._iteration_s_on(obs, d, links) for d in self.grid}
+        # The coefficients depend on (density, mid-step) and the gain ratio alone: kept from
+        # plan to plan while the ratio holds (in the simulator, where the measured gain is the
+        # model's, for the whole run), within a bound on the cache's size; the plan reads them
+        # from rows indexed by chunk.
         st = self._state
         t0 = float(max(st.step, 0))
+        self._start_rows(t0)
         goal = st.progress + delta
         cap = 50.0 * delta + 1000.0
-        single = {d: min(self._finish(d, t0, st.q, st.lag, st.progress, goal, cap), cap)
+        single = {d: min(self._finish(d, 0, st.q, st.lag, st.progress, goal, cap), cap)
                   for d in self.grid}
         scores = {d: self._robust([single[d] * x for x in it_s[d]]) for d in self.grid}
         if not two_phase:
@@ -146,17 +222,24 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         fastest = {d: max(min(it_s[d]), 1e-12) for d in self.grid}
         robust = self._robust
         finish = self._finish
-        for d1 in self.grid:
+        prune = exact is not None
+        # A hair above the least score: float rounding cannot make a pruned plan the least.
+        tau = min(scores.values()) * _PRUNE_SLACK
+        for d1 in sorted(self.grid, key=lambda d: (scores[d], -d)) if prune else self.grid:
             higher = [d for d in self.grid if d > d1]
             if not higher:
                 continue
+            cut = prune and d1 != exact
             q, lag, prog = st.q, st.lag, st.progress
             n1 = 0.0
             chunks = 0
             head_s = it_s[d1]
+            row = self._row(d1, 0)
             # The first phase never runs longer than holding d1 to the goal would.
             while n1 + _CHUNK < single[d1]:
-                eff, lag_star, _, keep = self._coeffs(d1, t0 + n1 + _HALF_CHUNK)
+                if chunks >= len(row):
+                    row = self._row(d1, chunks + 1, _AHEAD)
+                eff, lag_star, _, keep = row[chunks]
                 q += _CHUNK * eff
                 lag = lag_star + (lag - lag_star) * keep
                 prog = max(prog, q - lag)
@@ -170,16 +253,21 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
                 if chunks % self.switch_chunks:
                     continue  # not a candidate switch point
                 mean_head = sum(head) / len(head)
-                t1 = t0 + n1
+                if cut and margin * mean_head > tau:
+                    break  # every later switch point scores more than the least score
                 for d2 in higher:
                     # The robust score is at least the mean, so a longer finish cannot win.
                     bound = scores[d1] / margin - mean_head
                     room = bound / fastest[d2]
-                    n2 = finish(d2, t1, q, lag, prog, goal, min(single[d2], room))
+                    if cut:
+                        room = min(room, (tau / margin - mean_head) / fastest[d2])
+                    n2 = finish(d2, chunks, q, lag, prog, goal, min(single[d2], room))
                     if n2 == math.inf:
                         continue
                     score = margin * robust(
                         [h + n2 * x for h, x in zip(head, it_s[d2], strict=True)])
                     if score < scores[d1]:
                         scores[d1] = score
+            if prune:
+                tau = min(tau, scores[d1] * _PRUNE_SLACK)
         return scores

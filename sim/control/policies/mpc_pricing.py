@@ -259,3 +259,41 @@ class MpcPricing:
         exposed = sum(times) if window is None else exposed_s(times, self._ready_fracs(obs),
                                                               window)
         return compute + compress + exposed
+
+    def _iteration_s_on(self, obs: Observation, density: float,
+                        links: list[tuple[float, float]]) -> list[float]:
+        """:meth:`_iteration_s` at ``density`` on each ``(latency, bandwidth)`` of ``links``,
+        the same to the bit: each bucket size's candidate terms and corrections looked up once
+        for all the links (a plan prices every density on every forecast scenario)."""
+        comp = "none" if density >= 1.0 else self.compressor
+        table: list[tuple[float, list[tuple[float, float, float]]]] = []
+        for m in self._buckets(obs):
+            cands = []
+            for coll in self._candidates[comp]:
+                terms = self._comm_terms(coll, obs, m, density, comp)
+                cands.append((terms.n_alpha, terms.n_bytes, math.exp(
+                    self._dominated_correction(coll, terms, obs, m, density, comp))))
+            table.append((m, cands))
+        sizes = [float(m) for m in (obs.bucket_bytes or (obs.grad_bytes,))]
+        compute = obs.compute_s or 0.0
+        compress = self._compress_s if density < 1.0 else 0.0
+        dense = density >= 1.0
+        window = self._window_s[dense]
+        if window is None:
+            window = self._window_s[not dense]
+        ready = self._ready_fracs(obs) if window is not None else ()
+        out = []
+        for lat, bw in links:
+            secs: dict[float, float] = {}
+            for m, cands in table:
+                best_s = math.inf
+                for n_alpha, n_bytes, corr in cands:
+                    # AlphaBeta.time_s written out, times the correction.
+                    t = (n_alpha * lat + n_bytes / bw) * corr
+                    if t < best_s:
+                        best_s = t
+                secs[m] = best_s
+            times = [secs[m] for m in sizes]
+            exposed = sum(times) if window is None else exposed_s(times, ready, window)
+            out.append(compute + compress + exposed)
+        return out

@@ -190,6 +190,7 @@ def test_oracle_refuses_to_run_unbound() -> None:
         ("dc2-aimd", {"min_density": 0.5, "max_density": 0.1}),
         ("dc2-vegas", {"low_band": 0.5, "high_band": 0.2}),
         ("dc2-pi", {"ki": 0.0}),
+        ("dc2-pi", {"smoothing": 1.0}),
         ("dc2-budget", {"budget_s": -1.0}),
         ("fixed", {"compressor": "topk", "collective": "ring"}),
         ("fixed", {"compressor": "nope"}),
