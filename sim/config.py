@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from sim.errors import InputError
-from sim.resource_bounds import check_sim_bounds
 
 if TYPE_CHECKING:
     from sim.lossy import LossParams
@@ -253,92 +252,10 @@ class SimConfig:
             if value is not None:
                 object.__setattr__(self, name, float(value))
 
-    # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
-        from sim.control.types import COLLECTIVES
+        from sim.config_checks import validate_config
 
-        def need_str(name: str, value: Any) -> None:
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"{name} must be a non-empty string, got {value!r}")
-
-        def need_int(name: str, value: Any, lo: int) -> None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise InputError(f"{name} must be an integer >= {lo}, got {value!r}")
-
-        def need_pos(name: str, value: Any, *, allow_zero: bool = False) -> None:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            ok = ok and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-            if not ok:
-                rel = ">= 0" if allow_zero else "> 0"
-                raise InputError(f"{name} must be a finite number {rel}, got {value!r}")
-
-        need_str("workload", self.workload)
-        need_int("workers", self.workers, 1)
-        need_str("trace", self.trace)
-        need_str("policy", self.policy)
-        need_int("iterations", self.iterations, 1)
-        need_int("seed", self.seed, 0)
-        need_pos("bucket_bytes", self.bucket_bytes)
-        need_pos("compute_scale", self.compute_scale, allow_zero=True)
-        need_pos("compress_scale", self.compress_scale, allow_zero=True)
-        need_pos("overhead_s", self.overhead_s, allow_zero=True)
-        need_pos("decision_s", self.decision_s, allow_zero=True)
-        need_int("decision_lag", self.decision_lag, 0)
-        if self.decision_lag > 1:
-            raise InputError(f"decision_lag must be 0 or 1, got {self.decision_lag!r}")
-        need_pos("straggler_sigma", self.straggler_sigma, allow_zero=True)
-        need_pos("worker_speed_sigma", self.worker_speed_sigma, allow_zero=True)
-        need_int("gpus_per_node", self.gpus_per_node, 1)
-        need_pos("intra_latency_s", self.intra_latency_s, allow_zero=True)
-        need_pos("intra_bandwidth_Bps", self.intra_bandwidth_Bps)
-        need_int("dtype_bytes", self.dtype_bytes, 1)
-        need_int("warmup_steps", self.warmup_steps, 0)
-        if self.fidelity not in FIDELITIES:
-            raise InputError(
-                f"fidelity must be one of {', '.join(FIDELITIES)}, got {self.fidelity!r}"
-            )
-        need_str("transport", self.transport)
-        for name in ("topology", "calibration"):
-            if getattr(self, name) is not None:
-                need_str(name, getattr(self, name))
-        if self.fidelity == "analytic" and (
-            self.transport != "ideal" or self.topology is not None or self.calibration is not None
-        ):
-            raise InputError("transport, topology and calibration need fidelity stepwise or events")
-        if self.monitor not in ("auto", "on", "off"):
-            raise InputError(f"monitor must be auto, on or off, got {self.monitor!r}")
-        if self.convergence not in ("auto", "off"):
-            raise InputError(f"convergence must be auto or off, got {self.convergence!r}")
-        if self.collective is not None and self.collective not in (*COLLECTIVES, _AUTO):
-            raise InputError(
-                f"collective: unknown {self.collective!r}; known: auto, {', '.join(COLLECTIVES)}"
-            )
-        if self.density is not None:
-            d = self.density
-            if isinstance(d, bool) or not isinstance(d, (int, float)) or not (0.0 < d <= 1.0):
-                raise InputError(f"density must be in (0, 1], got {d!r}")
-        if self.compressor is not None:
-            need_str("compressor", self.compressor)
-        if self.workers % self.gpus_per_node:
-            raise InputError(
-                f"gpus_per_node: workers ({self.workers}) must be a multiple of "
-                f"gpus_per_node ({self.gpus_per_node})"
-            )
-        for name in ("trace_loss", "loss_feedback", "measure_decisions"):
-            if not isinstance(getattr(self, name), bool):
-                raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if self.loss_feedback and self.loss_bound is None:
-            raise InputError("loss_feedback needs a loss bound (--loss-bound)")
-        self.loss_params()  # validates the loss fields
-        from sim.sync import check_sync
-
-        check_sync(self.sync, self.workers, self.groups, self.shuffle_every)
-        check_sim_bounds(
-            workers=self.workers,
-            iterations=self.iterations,
-            straggler_sigma=self.straggler_sigma,
-            worker_speed_sigma=self.worker_speed_sigma,
-        )
+        validate_config(self, FIDELITIES)
 
     # --------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:
