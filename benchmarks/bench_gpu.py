@@ -84,39 +84,52 @@ def _summary(path: Path) -> dict[str, Any]:
     return row
 
 
-def real_runs(out: Path, device: str, steps: int, synth_steps: int,
-              rows: list[dict[str, Any]], on_row: Callable[[], None] | None = None) -> None:
-    """Every (rank set-up, workload, variant) run; appends one row each to ``rows`` and calls
-    ``on_row`` after each (so a time-boxed run keeps what finished)."""
+def _rank_setups(device: str) -> list[tuple[str, int, str, bool]]:
+    """``(label, ranks, backend, share_gpu)``: one rank (NCCL on CUDA), and two gloo ranks
+    (sharing the GPU where the machine has one)."""
     import torch
 
     one = "1 rank nccl" if device == "cuda" else "1 rank gloo"
     share = device == "cuda" and torch.cuda.device_count() < 2
-    setups = [(one, 1, one.split()[-1], False),
-              ("2 ranks gloo, one shared GPU" if share else "2 ranks gloo", 2, "gloo", share)]
+    return [(one, 1, one.split()[-1], False),
+            ("2 ranks gloo, one shared GPU" if share else "2 ranks gloo", 2, "gloo", share)]
+
+
+def _launch_row(cfg: RealConfig, path: Path, row: dict[str, Any], rows: list[dict[str, Any]],
+                on_row: Callable[[], None] | None) -> None:
+    """Run ``cfg`` into ``path``; add its wall time and summary (or the error) to ``row``,
+    append it to ``rows``, print it and call ``on_row`` (a time-boxed run keeps what
+    finished)."""
+    t0 = time.perf_counter()
+    try:
+        done = launch(cfg, path, force=True)
+        assert done is not None
+        row.update(wall_s=time.perf_counter() - t0, **_summary(done))
+    except Exception as exc:  # noqa: BLE001 - one failed run is a result too
+        row.update(error=f"{type(exc).__name__}: {exc}"[-2000:])
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+    if on_row is not None:
+        on_row()
+
+
+def real_runs(out: Path, device: str, steps: int, synth_steps: int,
+              rows: list[dict[str, Any]], on_row: Callable[[], None] | None = None) -> None:
+    """Every (rank set-up, workload, variant) run; appends one row each to ``rows`` and calls
+    ``on_row`` after each (so a time-boxed run keeps what finished)."""
     for workload, synthetic, n in (("digits-cnn", False, steps),
                                    ("resnet50", True, synth_steps)):
-        for setup, nproc, backend, share in setups:
+        for setup, nproc, backend, share in _rank_setups(device):
             for label, policy, params, hook in VARIANTS:
                 cfg = RealConfig(workload=workload, nproc=nproc, steps=n, emulation="none",
                                  policy=policy, policy_params=params, use_hook=hook,
                                  backend=backend, device=device, share_gpu=share,
                                  synthetic=synthetic, eval_every=n, threads=1)
                 name = f"{setup.split(',')[0].replace(' ', '-')}-{workload}-{label}"
-                t0 = time.perf_counter()
                 row: dict[str, Any] = {
                     "setup": setup, "workload": workload + (" (synthetic)" if synthetic else ""),
                     "variant": label}
-                try:
-                    path = launch(cfg, out / "runs" / name, force=True)
-                    assert path is not None
-                    row.update(wall_s=time.perf_counter() - t0, **_summary(path))
-                except Exception as exc:  # noqa: BLE001 - one failed run is a result too
-                    row.update(error=f"{type(exc).__name__}: {exc}"[-2000:])
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                if on_row is not None:
-                    on_row()
+                _launch_row(cfg, out / "runs" / name, row, rows, on_row)
 
 
 #: The stepped trace and the declared ``mpc`` settings of ``benchmarks/bench_real_tta.py``.
@@ -129,31 +142,16 @@ def controller_runs(out: Path, device: str, steps: int, rows: list[dict[str, Any
     """``mpc`` unchanged on the device: digits-cnn over the hook-emulated stepped trace, decided
     on the critical path (lag 0) and one step ahead on a helper thread (lag 1), for each rank
     set-up of :func:`real_runs`; one row per run with the per-step decision time."""
-    import torch
-
-    one = "1 rank nccl" if device == "cuda" else "1 rank gloo"
-    share = device == "cuda" and torch.cuda.device_count() < 2
-    for setup, nproc, backend, shared in ((one, 1, one.split()[-1], False),
-                                          ("2 ranks gloo", 2, "gloo", share)):
+    for setup, nproc, backend, share in _rank_setups(device):
         for lag in (0, 1):
             cfg = RealConfig(workload="digits-cnn", nproc=nproc, steps=steps, emulation="hook",
                              trace=CONTROLLER_TRACE, policy="mpc",
                              policy_params=dict(CONTROLLER_PARAMS), backend=backend,
-                             device=device, share_gpu=shared, eval_every=steps, threads=1,
+                             device=device, share_gpu=share, eval_every=steps, threads=1,
                              decision_lag=lag)
             row: dict[str, Any] = {"setup": setup, "workload": "digits-cnn",
                                    "variant": f"mpc, decision lag {lag}"}
-            t0 = time.perf_counter()
-            try:
-                path = launch(cfg, out / "controllers" / f"{nproc}-lag{lag}", force=True)
-                assert path is not None
-                row.update(wall_s=time.perf_counter() - t0, **_summary(path))
-            except Exception as exc:  # noqa: BLE001 - one failed run is a result too
-                row.update(error=f"{type(exc).__name__}: {exc}"[-2000:])
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            if on_row is not None:
-                on_row()
+            _launch_row(cfg, out / "controllers" / f"{nproc}-lag{lag}", row, rows, on_row)
 
 
 def compressors(device: str, size: str) -> list[dict[str, Any]]:
