@@ -250,15 +250,22 @@ class MpcPricing:
         was measured)."""
         secs = self._bucket_times(obs, density, lat, bw)[1]
         times = [secs[float(m)] for m in (obs.bucket_bytes or (obs.grad_bytes,))]
-        compute = obs.compute_s or 0.0
-        compress = self._compress_s if density < 1.0 else 0.0
-        dense = density >= 1.0
-        window = self._window_s[dense]
-        if window is None:
-            window = self._window_s[not dense]
+        window = self._overlap_window(density)
         exposed = sum(times) if window is None else exposed_s(times, self._ready_fracs(obs),
                                                               window)
-        return compute + compress + exposed
+        return self._local_s(obs, density) + exposed
+
+    def _local_s(self, obs: Observation, density: float) -> float:
+        """Seconds of an iteration at ``density`` spent off the network: the measured
+        compute, plus the last measured compression when compressed."""
+        return (obs.compute_s or 0.0) + (self._compress_s if density < 1.0 else 0.0)
+
+    def _overlap_window(self, density: float) -> float | None:
+        """Backward window communication at ``density`` hides behind: the one learned for its
+        kind of decision (dense or compressed), else the other kind's, else ``None``."""
+        dense = density >= 1.0
+        window = self._window_s[dense]
+        return self._window_s[not dense] if window is None else window
 
     def _iteration_s_on(self, obs: Observation, density: float,
                         links: list[tuple[float, float]]) -> list[float]:
@@ -275,12 +282,8 @@ class MpcPricing:
                     self._dominated_correction(coll, terms, obs, m, density, comp))))
             table.append((m, cands))
         sizes = [float(m) for m in (obs.bucket_bytes or (obs.grad_bytes,))]
-        compute = obs.compute_s or 0.0
-        compress = self._compress_s if density < 1.0 else 0.0
-        dense = density >= 1.0
-        window = self._window_s[dense]
-        if window is None:
-            window = self._window_s[not dense]
+        local = self._local_s(obs, density)
+        window = self._overlap_window(density)
         ready = self._ready_fracs(obs) if window is not None else ()
         out = []
         for lat, bw in links:
@@ -295,5 +298,5 @@ class MpcPricing:
                 secs[m] = best_s
             times = [secs[m] for m in sizes]
             exposed = sum(times) if window is None else exposed_s(times, ready, window)
-            out.append(compute + compress + exposed)
+            out.append(local + exposed)
         return out
