@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-__all__ = ["LinkForecast", "steps_to_progress"]
+__all__ = ["LatencyDiffusion", "LinkForecast", "steps_to_progress"]
 
 
 class LinkForecast:
@@ -102,6 +102,38 @@ class LinkForecast:
         ahead = min(steps_ahead, float(len(xs)))
         centre = min(max(xs), max(min(xs), level + slope * ahead))
         return math.exp(centre + z * std)
+
+
+class LatencyDiffusion:
+    """How fast a latency estimate has moved: the rate of its quadratic variation (seconds
+    squared of latency per second of run) over the last ``history`` observations.
+
+    For a latency that random-walks (additively, as the generators' walk and real queueing
+    delay do), the move over the next ``h`` seconds has a spread of ``sqrt(rate * h)``: what
+    the history shows the latency could reach within one iteration, even while the latest
+    estimates sit still (at a floor, say). A level that holds yields a rate of zero.
+    """
+
+    def __init__(self, history: int) -> None:
+        #: ``(squared move, seconds)`` between consecutive estimates, newest last.
+        self._steps: deque[tuple[float, float]] = deque(maxlen=history)
+        self._last: float | None = None
+
+    def update(self, latency_s: float, elapsed_s: float) -> None:
+        """Add the estimate ``latency_s`` observed ``elapsed_s`` seconds after the previous
+        one (the first observation only sets the level)."""
+        if self._last is not None and elapsed_s > 0.0:
+            self._steps.append(((latency_s - self._last) ** 2, elapsed_s))
+        self._last = latency_s
+
+    def spread_s(self, horizon_s: float) -> float:
+        """Spread (standard deviation, seconds) of the latency's move over ``horizon_s``
+        seconds (0 before two observations)."""
+        if not self._steps or not horizon_s > 0.0:
+            return 0.0
+        sq = sum(s for s, _ in self._steps)
+        dt = sum(d for _, d in self._steps)
+        return math.sqrt(sq / dt * horizon_s)
 
 
 #: Share of a window's variance two constant levels must explain to count as a level shift.

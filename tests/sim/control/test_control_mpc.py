@@ -9,6 +9,7 @@ from _control_helpers import BAD_BANDWIDTH, densities, run_closed_loop, step_lin
 
 from sim.control import Decision, Observation, make_policy
 from sim.control.policies.mpc import LinkForecast, steps_to_progress
+from sim.control.policies.mpc_forecast import LatencyDiffusion
 from sim.control.progress import ProgressState, default_progress_model
 
 
@@ -368,16 +369,17 @@ def test_mpc_persists_only_at_the_least_density() -> None:
     assert plans[4]  # the step the bandwidth fell re-planned
 
 
-def _collective_after(links: list[tuple[float, float]], **params: float) -> list[str]:
+def _collective_after(links: list[tuple[float, float]], it_s: float = 1.5,
+                      **params: float) -> list[str]:
     """Collectives ``mpc`` (one density, 1,024 workers, 13 buckets) picks after each of
-    ``links`` (latency, bandwidth) as the monitor's estimate."""
+    ``links`` (latency, bandwidth) as the monitor's estimate, iterations of ``it_s``."""
     sizes = (30_000_000,) * 12 + (4_000_000,)
     p = make_policy("mpc", densities="0.005", initial_density=0.005, **params)
     out = []
     for k, (lat, bw) in enumerate(links):
         obs = Observation(step=k, world_size=1024, grad_bytes=sum(sizes), bucket_bytes=sizes,
                           latency_s=lat, bandwidth_Bps=bw, compute_s=0.5, comm_s=1.0,
-                          extra={"iteration_s": 1.5})
+                          extra={"iteration_s": it_s})
         d = p.decide(obs)
         out.append(d.collective)
     return out
@@ -405,3 +407,32 @@ def test_mpc_collective_follows_a_link_change_once_estimates_agree() -> None:
 def test_mpc_rejects_a_collective_regret_below_one() -> None:
     with pytest.raises(ValueError, match="collective_regret"):
         make_policy("mpc", collective_regret=0.5)
+
+
+def test_latency_diffusion_is_the_rate_of_squared_moves() -> None:
+    f = LatencyDiffusion(history=4)
+    assert f.spread_s(1.0) == 0.0
+    f.update(1e-3, 0.5)  # the first estimate only sets the level
+    assert f.spread_s(1.0) == 0.0
+    for lat in (2e-3, 1e-3, 2e-3):
+        f.update(lat, 0.5)
+    # Three moves of 1 ms in 1.5 s: 2e-6 s^2 per second, spread sqrt(2e-6 h).
+    assert f.spread_s(2.0) == pytest.approx(2e-3)
+    for _ in range(4):
+        f.update(2e-3, 0.5)  # a level that holds: the window forgets the moves
+    assert f.spread_s(2.0) == 0.0
+
+
+def test_mpc_collective_prices_the_latency_the_history_shows_it_may_meet() -> None:
+    # The latency estimate walked (0.2 ms up and down) and now rests at its floor. On the
+    # latest estimates a ring over 1,024 workers (2,046 latencies) is cheapest; the history
+    # says the next iteration may meet a fraction of a millisecond, where it is not.
+    bw = 1e9
+    walked = [(2e-4, bw), (1e-6, bw), (3e-4, bw), (1e-6, bw)]
+    resting = [(1e-6, bw)] * 4
+    still = _collective_after([(1e-6, bw)] * 8, it_s=0.2)
+    moved = _collective_after(walked + resting, it_s=0.2)
+    off = _collective_after(walked + resting, it_s=0.2, spread=0.0)
+    assert "ring" in still[-1]  # the test can fail: the ring is the point choice
+    assert off[-1] == still[-1]
+    assert "ring" not in moved[-1]
