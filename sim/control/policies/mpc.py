@@ -217,7 +217,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         # links whose latency nears zero, and a log-space level test on a signal clipped at a
         # floor finds shifts that are the fit's, not the link's (regimes of a few observations
         # with no spread, planned on with false confidence).
-        self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S)
+        self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S, walk=True)
         self._lat_moves = LatencyDiffusion(self.history)
         #: Seconds of the last measured iteration (the exposure of the next decision).
         self._last_it_s = 0.0
