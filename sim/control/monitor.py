@@ -61,6 +61,9 @@ _START_SINE = 0.05
 _CONSISTENT_REL = 1e-6
 #: Log-space standard deviation the Kalman filter restarts with from such an exact split.
 _EXACT_SD = 0.1
+#: With a latency reference, the window's own split is taken when at least this many rows fit
+#: it exactly (two rows always do).
+_EXACT_ROWS = 3
 # Rows whose (n_alpha, n_bytes) directions differ by less than this (sine of the angle between
 # them, after scaling the columns) count as "the same shape": they cannot separate alpha from beta.
 _MIN_SINE = 1e-6
@@ -236,11 +239,15 @@ class LinkMonitor:
         latency_reference_s: a measurement of latency alone (e.g. the real-run hook's pings of
             a one-element collective), also settable later with
             :meth:`set_latency_reference`. ``None`` (default): none, and the fits above are
-            all there is. When set, a window whose shapes cannot split latency from bandwidth
-            (:func:`sim.control.monitor_split.identifiable`) is not split by the filter's
-            prior: latency is the reference and the bandwidth what the durations leave over it
-            (:func:`sim.control.monitor_split.pinned_split`). A collective measured faster than
-            the reference's latencies lowers it (no collective beats its latencies).
+            all there is. When set, the window's own split is used only where it is exact (at
+            least three rows, shapes that resolve the split
+            (:func:`sim.control.monitor_split.identifiable`), every duration explained by it:
+            a simulator's measurements of one link state); every other window is split at the
+            reference: latency is the reference and the bandwidth what the durations leave
+            over it (:func:`sim.control.monitor_split.pinned_split`), so timing noise over
+            nearly parallel shapes (one bucket at two close densities) cannot book a bandwidth
+            step as latency. A collective measured faster than the reference's latencies
+            lowers it (no collective beats its latencies).
     """
 
     def __init__(
@@ -337,11 +344,18 @@ class LinkMonitor:
             n_alpha, _, secs = rows[-1]
             if n_alpha > 0.0 and secs > 0.0:
                 self._latency_ref = min(self._latency_ref, secs / n_alpha)
-            if not identifiable(rows):
-                # One shape: the data fix only the sum; the reference fixes the split. The
-                # filter restarts from the window's own split once shapes differ again.
-                self._kalman = None
-                return pinned_split(rows, self._latency_ref)
+            # The data's own split is taken only where it is exact: shapes that resolve it,
+            # and at least _EXACT_ROWS rows explained by it to _CONSISTENT_REL (two rows of
+            # two shapes are always solved exactly, so they prove nothing). Any other
+            # window, one shape or timing noise over nearly parallel shapes (one bucket at
+            # 0.15 and 0.18 density), fixes only a sum well: a least-squares or filtered
+            # split of it books a bandwidth step as latency. The reference fixes the split.
+            self._kalman = None
+            if len(rows) >= _EXACT_ROWS and identifiable(rows):
+                exact = _fit_rows(rows)
+                if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
+                    return exact
+            return pinned_split(rows, self._latency_ref)
         if self.fit == "robust" and len(rows) >= 2:
             exact = _fit_rows(rows)
             if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
