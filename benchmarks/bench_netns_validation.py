@@ -89,7 +89,10 @@ PRICING = "per-call"
 # --fit-min-transfer-ms: efficiencies fitted on transfers at least this long (tbf burst: 1 ms)
 MIN_TRANSFER_MS = NETNS_MIN_TRANSFER_MS
 MESSAGE_BYTES = False  # --message-bytes: fit the transport's wire bytes per message too
-PIN_CORES = False  # --pin-cores: ranks (runs and microbenchmark) pinned to cores, round robin
+PIN_CORES = False  # --pin-cores: the real runs' ranks pinned to cores, round robin
+# --pin-microbenchmark: the transport microbenchmark's ranks too (pinned, its small collectives
+# took 4-7 ms where training's took ~0.5: the compute calibration then fitted -1.8 ms per term)
+PIN_MICROBENCHMARK = False
 LATENCY_PINGS = 20  # --latency-pings: pings of the delay-driven policies' real runs
 RANK_NICE = 0  # --rank-nice: scheduling priority of the measurements and real runs
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
@@ -121,7 +124,7 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
         with _priority(RANK_NICE):
             points = measure_netns(CAL_RATES, n, max(CAL_SIZES), iters=3, sizes=CAL_SIZES,
                                    ranks=[n], ops=("allreduce", "allgather"),
-                                   pin_cores=PIN_CORES)
+                                   pin_cores=PIN_MICROBENCHMARK)
         write_csv(str(csv_path), points)
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0),
                         allgather_by_size=PRICING == "per-call-by-time",
@@ -283,7 +286,10 @@ def main() -> int:
                     help="fit the transport's fixed wire bytes per message too "
                     "(compctl calibrate --fit-message-bytes)")
     ap.add_argument("--pin-cores", action="store_true",
-                    help="pin every rank (runs and microbenchmark) to a core, round robin")
+                    help="pin the real runs' ranks to cores, round robin")
+    ap.add_argument("--pin-microbenchmark", action="store_true",
+                    help="pin the transport microbenchmark's ranks too (the previous "
+                    "--pin-cores; its small collectives then pay milliseconds training does not)")
     ap.add_argument("--delay-policy", default="dc2-aimd",
                     help="the delay-driven policies validated, comma-separated, of "
                     f"{', '.join(sorted(DELAY_POLICIES))} (default dc2-aimd)")
@@ -299,6 +305,8 @@ def main() -> int:
                     "--keep; simulate later with --reuse)")
     args = ap.parse_args()
     global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES, PIN_CORES, LATENCY_PINGS, RANK_NICE
+    global PIN_MICROBENCHMARK
+    PIN_MICROBENCHMARK = args.pin_microbenchmark
     if args.latency_pings < 0:
         sys.stderr.write(f"error: --latency-pings must be >= 0, got {args.latency_pings}\n")
         return 2

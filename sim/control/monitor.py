@@ -61,9 +61,6 @@ _START_SINE = 0.05
 _CONSISTENT_REL = 1e-6
 #: Log-space standard deviation the Kalman filter restarts with from such an exact split.
 _EXACT_SD = 0.1
-#: With a latency reference, the window's own split is taken when at least this many rows fit
-#: it exactly (two rows always do).
-_EXACT_ROWS = 3
 # Rows whose (n_alpha, n_bytes) directions differ by less than this (sine of the angle between
 # them, after scaling the columns) count as "the same shape": they cannot separate alpha from beta.
 _MIN_SINE = 1e-6
@@ -239,15 +236,15 @@ class LinkMonitor:
         latency_reference_s: a measurement of latency alone (e.g. the real-run hook's pings of
             a one-element collective), also settable later with
             :meth:`set_latency_reference`. ``None`` (default): none, and the fits above are
-            all there is. When set, the window's own split is used only where it is exact (at
-            least three rows, shapes that resolve the split
-            (:func:`sim.control.monitor_split.identifiable`), every duration explained by it:
-            a simulator's measurements of one link state); every other window is split at the
-            reference: latency is the reference and the bandwidth what the durations leave
-            over it (:func:`sim.control.monitor_split.pinned_split`), so timing noise over
-            nearly parallel shapes (one bucket at two close densities) cannot book a bandwidth
-            step as latency. A collective measured faster than the reference's latencies
-            lowers it (no collective beats its latencies).
+            all there is. When set, every window is split at the reference: latency is the
+            reference and the bandwidth what the durations leave over it
+            (:func:`sim.control.monitor_split.pinned_split`), whatever the window's shapes, so
+            timing noise over one shape or nearly parallel shapes (one bucket at two close
+            densities) cannot book a bandwidth step as latency, and a simulator's exact
+            windows are read as a real hook's noisy ones are. A collective measured faster
+            than the reference's latencies lowers it (no collective beats its latencies).
+            Latency changes after the reference was taken are then read as bandwidth (take
+            a new reference, or none, on links whose latency moves).
     """
 
     def __init__(
@@ -344,17 +341,14 @@ class LinkMonitor:
             n_alpha, _, secs = rows[-1]
             if n_alpha > 0.0 and secs > 0.0:
                 self._latency_ref = min(self._latency_ref, secs / n_alpha)
-            # The data's own split is taken only where it is exact: shapes that resolve it,
-            # and at least _EXACT_ROWS rows explained by it to _CONSISTENT_REL (two rows of
-            # two shapes are always solved exactly, so they prove nothing). Any other
-            # window, one shape or timing noise over nearly parallel shapes (one bucket at
-            # 0.15 and 0.18 density), fixes only a sum well: a least-squares or filtered
-            # split of it books a bandwidth step as latency. The reference fixes the split.
+            # The reference fixes the split of every window. A window of one shape, or of
+            # nearly parallel shapes under timing noise (one bucket at 0.15 and 0.18 density;
+            # two rows of two shapes, always solved exactly, noise included), fixes only the
+            # sum well: a least-squares or filtered split of it books a bandwidth step as
+            # latency (a real run: 12-185 ms on a 1 ms link). Only a simulator's windows are
+            # ever exact, so trusting exact windows would make its monitor differ from a real
+            # hook's fed the same kind of reference.
             self._kalman = None
-            if len(rows) >= _EXACT_ROWS and identifiable(rows):
-                exact = _fit_rows(rows)
-                if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
-                    return exact
             return pinned_split(rows, self._latency_ref)
         if self.fit == "robust" and len(rows) >= 2:
             exact = _fit_rows(rows)

@@ -100,15 +100,24 @@ def test_a_faster_collective_lowers_the_reference() -> None:
     assert m.latency_reference_s == pytest.approx(1e-3 + 80 / 1e6)
 
 
-def test_two_shapes_are_split_by_the_data_not_the_reference() -> None:
-    m = LinkMonitor(smoothing="none", latency_reference_s=5e-3)
-    m.observe(*_row(1e-3, 1e6, 1.0, 80.0))
-    m.observe(*_row(1e-3, 1e6, 1.0, 38400.0))
-    m.observe(*_row(1e-3, 1e6, 1.0, 9600.0))
-    assert m.split_identifiable
-    lat, bw = m.estimate()
-    assert lat == pytest.approx(1e-3)
-    assert bw == pytest.approx(1e6)
+def test_with_a_reference_every_window_is_split_at_it() -> None:
+    """Shapes that resolve the split too: the latency is the reference, the bandwidth the least
+    residual's, as a real hook's noisy windows are read (only a simulator's windows are ever
+    exact); without a reference the data's split."""
+    sizes = (9600.0, 38400.0, 19200.0)
+    for ref in (1e-3, 2e-3):
+        m = LinkMonitor(smoothing="none", latency_reference_s=ref)
+        for nbytes in sizes:
+            m.observe(*_row(1e-3, 1e6, 1.0, nbytes))
+        assert m.split_identifiable
+        lat, bw = m.estimate()
+        assert lat == pytest.approx(ref)
+        betas = [(nbytes / 1e6 + 1e-3 - ref) / nbytes for nbytes in sizes]
+        assert bw == pytest.approx(1.0 / min(betas))
+    plain = LinkMonitor(smoothing="none")
+    for nbytes in sizes:
+        plain.observe(*_row(1e-3, 1e6, 1.0, nbytes))
+    assert plain.estimate() == pytest.approx((1e-3, 1e6))
 
 
 def test_two_rows_do_not_override_the_reference() -> None:
