@@ -45,8 +45,10 @@ SCENARIOS: tuple[tuple[str, int, str, int, float], ...] = (
 def _params(spec: str, target: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in (x for x in spec.split(":") if x):
-        k, v = kv.split("=")
-        out[k] = int(v) if v.isdigit() else float(v)
+        from sim.control.params import parse_param
+
+        k, v = parse_param(kv)
+        out[k] = v
     if target > 0.0:
         out.setdefault("target_progress", target)
     return out

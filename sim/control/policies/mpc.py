@@ -125,6 +125,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         two_phase_margin: float = 0.03,
         replan_change: float = 0.25,
         replan_persist: int = 1,
+        replan_band: bool = False,
         switch_chunks: int = 1,
         initial_density: float = 0.001,
         probe_every: int = 0,
@@ -162,6 +163,9 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         ):
             raise ValueError(f"replan_persist must be an integer >= 1, got {replan_persist!r}")
         self.replan_persist = int(replan_persist)
+        if not isinstance(replan_band, bool):
+            raise ValueError(f"replan_band must be true or false, got {replan_band!r}")
+        self.replan_band = replan_band
         if isinstance(switch_chunks, bool) or not isinstance(switch_chunks, int) or (
             switch_chunks < 1
         ):
@@ -220,6 +224,9 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
+        #: The last plan's forecast band in log units: (latency low, high, bandwidth low, high)
+        #: over its scenarios (``replan_band``).
+        self._band: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
         self._regime_on = 0
         #: Consecutive observations whose link moved past ``replan_change`` from the plan's.
         self._moved_run = 0
@@ -292,6 +299,16 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         )
         return chosen
 
+    def _forecast_band(self, link: tuple[float, float]) -> tuple[float, float, float, float]:
+        """The plan's scenarios' range of log latency and log bandwidth, with ``link`` (the
+        estimate planned on) in it."""
+        lats = [link[0]]
+        bws = [link[1]]
+        for lat, bw in self._scenario_links():
+            lats.append(math.log(max(lat, _LATENCY_FLOOR_S)))
+            bws.append(math.log(max(bw, _BANDWIDTH_FLOOR_BPS)))
+        return min(lats), max(lats), min(bws), max(bws)
+
     def _probe(self, obs: Observation, chosen: float) -> float | None:
         """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
         module docstring): the best single-density plan on a ``probe_factor`` times faster
@@ -353,6 +370,11 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         link = (math.log(max(obs.latency_s or 0.0, _LATENCY_FLOOR_S)),
                 math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
         moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
+        if moved >= math.log1p(self.replan_change) and self.replan_band:
+            # Inside the band the last plan priced (its scenarios), the move was hedged for.
+            lo_l, hi_l, lo_b, hi_b = self._band
+            if lo_l <= link[0] <= hi_l and lo_b <= link[1] <= hi_b:
+                moved = 0.0
         self._moved_run = self._moved_run + 1 if moved >= math.log1p(self.replan_change) else 0
         # Persistence only at the least density: its payload's byte term is the hardest to see
         # under timing noise, and holding it is the cheapest mistake; above it, a slower link
@@ -372,6 +394,8 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._planned_on = link
         self._regime_on = regime
         self._held = self._plan(obs)
+        if self.replan_band:
+            self._band = self._forecast_band(link)
         probe = self._probe(obs, self._held)
         if probe is not None:
             self._probing = True
