@@ -42,6 +42,11 @@ bandwidth forecast accepts a new level shift: once a new bandwidth level has hel
 since the shift), so after a step of the link the plan no longer hedges towards the link before
 it (:class:`LinkForecast`; ``regime_steps=0`` turns this off).
 
+With ``replan_band`` (off by default) a move counts only when the estimate also leaves the last
+plan's forecast band (the range of latency and bandwidth over the scenarios it priced): a move
+inside it was hedged for. On a real run's noisy estimates of a small payload this halves the
+plans (each a millisecond or more on the critical path); a real step of the link leaves it.
+
 Each bucket's collective is hedged against one mis-split estimate (``collective_regret``; 0
 turns it off): the cheapest collective on the latest estimate is used unless, on one of the three
 estimates before it, it is more than ``collective_regret`` times slower than that estimate's
