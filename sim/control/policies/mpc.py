@@ -75,7 +75,8 @@ so a real run's measured gains calibrate the model online. Between re-plans the 
 The controller reads nothing but its observations: it runs unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
-:mod:`.mpc_pricing`, plan scoring :mod:`.mpc_plan` (mixins sharing this controller's state).
+:mod:`.mpc_pricing`, plan scoring, probing and the re-plan band :mod:`.mpc_plan` (mixins
+sharing this controller's state).
 """
 
 from __future__ import annotations
@@ -191,6 +192,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self.compressor = compressor
         self._auto_collective = collective == AUTO
         self._terms: dict[tuple[str, int, float, float, str], Any] = {}
+        self._priced_terms = {}
         self._candidates = {
             comp: tuple(c for c in DEFAULT_ALLOWED if get_spec(comp).supports(c))
             if collective == AUTO else (collective,)
@@ -214,6 +216,8 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
                 for comp in ("none", self.compressor)
             }
             self._terms.clear()
+            self._priced_terms.clear()
+            self._priced_now.clear()
 
     def _reset_state(self) -> None:
         self._state = ProgressState()
@@ -237,6 +241,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._moved_run = 0
         self._compress_s = 0.0
         self._corr: dict[str, float] = {}
+        self._priced_now = {}
         #: Backward window (seconds) communication overlaps with, per kind of decision (dense
         #: or compressed: compression on the compute stream widens it), from the last
         #: measurement (:mod:`sim.control.overlap`).
@@ -284,13 +289,6 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             self._bw.update(obs.bandwidth_Bps)
         self._learn_window(obs)
 
-    def _delta(self) -> tuple[float, bool]:
-        """Progress to plan for, and whether it is the way to a real target."""
-        to_target = 0.0 < self.target_progress and self._state.progress < self.target_progress
-        delta = self.target_progress - self._state.progress if to_target else (
-            self.horizon_progress)
-        return delta, to_target
-
     def _plan(self, obs: Observation) -> float:
         # Two-phase plans only towards a real target: a rolling horizon would always plan the
         # finishing switch for later.
@@ -303,36 +301,6 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             self._held
         )
         return chosen
-
-    def _forecast_band(self, link: tuple[float, float]) -> tuple[float, float, float, float]:
-        """The plan's scenarios' range of log latency and log bandwidth, with ``link`` (the
-        estimate planned on) in it."""
-        lats = [link[0]]
-        bws = [link[1]]
-        for lat, bw in self._scenario_links():
-            lats.append(math.log(max(lat, _LATENCY_FLOOR_S)))
-            bws.append(math.log(max(bw, _BANDWIDTH_FLOOR_BPS)))
-        return min(lats), max(lats), min(bws), max(bws)
-
-    def _probe(self, obs: Observation, chosen: float) -> float | None:
-        """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
-        module docstring): the best single-density plan on a ``probe_factor`` times faster
-        link when it is denser than ``chosen``, else the best on a ``probe_factor`` times
-        slower link when it is sparser."""
-        if (
-            self.probe_every == 0
-            or obs.step - self._last_probe < self.probe_every
-            or len(self._recent) < self.probe_every
-            or max(self._recent) > 3.0 * min(self._recent)
-        ):
-            return None
-        delta = self._delta()[0]
-        for scale in (self.probe_factor, 1.0 / self.probe_factor):
-            scores = self._plan_scores(obs, delta, False, scale)
-            best = min(self.grid, key=lambda d: (scores[d], -d))
-            if (best > chosen) if scale > 1.0 else (best < chosen):
-                return best
-        return None
 
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
@@ -359,8 +327,14 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         colls = tuple(choice[m] for m in sizes)
         largest = max(range(len(sizes)), key=lambda k: sizes[k])
         per_bucket = colls if len(set(colls)) > 1 else ()
-        self._last = Decision(compressor, density, colls[largest], per_bucket)
-        return self._last
+        last = self._last
+        # The same decision as the last one is not built again (a step that did not plan).
+        if last is None or (
+            last.compressor, last.density, last.collective, last.bucket_collectives, last.sync,
+            last.groups, last.shuffle_every,
+        ) != (compressor, density, colls[largest], per_bucket, "allreduce", 1, 1):
+            last = self._last = Decision(compressor, density, colls[largest], per_bucket)
+        return last
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         self._track(obs)
@@ -400,7 +374,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._regime_on = regime
         self._held = self._plan(obs)
         if self.replan_band:
-            self._band = self._forecast_band(link)
+            self._band = self._forecast_band(link, _LATENCY_FLOOR_S, _BANDWIDTH_FLOOR_BPS)
         probe = self._probe(obs, self._held)
         if probe is not None:
             self._probing = True
