@@ -162,11 +162,15 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
 def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
                    *, trace_override: str | None = None, fidelity: str = "analytic",
                    transport: str = "ideal", transport_calibration: str | None = None,
-                   replay: str | None = None) -> Any:
+                   replay: str | None = None, measure_decisions: bool = False) -> Any:
     """The :class:`~sim.runner.SimConfig` that simulates the real run described by ``meta``.
 
     ``replay``: a decision schedule (:func:`replay_schedule`): the simulated side then runs the
     ``replay`` policy on it instead of the real run's policy (same decisions, step by step).
+    The real run's ``decision_lag`` carries over (each decision applied a step late in both
+    worlds), except under ``replay``, whose schedule already holds the decisions as applied.
+    ``measure_decisions``: the simulator charges its own ``decide()`` wall time to each
+    iteration (measured where the simulation runs, never copied from the real run).
     """
     from sim.runner import SimConfig
 
@@ -195,6 +199,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
     # DS-Sync runs (their config carries the keys only when set): the same groups in the sim.
     sync = {k: cfg[k] for k in ("sync", "groups", "shuffle_every") if k in cfg}
     cal = calibration or Calibration()
+    lag = int(cfg.get("decision_lag", 0)) if cfg.get("use_hook", True) and replay is None else 0
     return SimConfig(
         workload=cfg["workload"],
         workers=int(cfg["nproc"]) * int(cfg.get("nnodes", 1)),  # ranks per node x nodes
@@ -212,6 +217,11 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         transport=transport,
         calibration=transport_calibration,
         warmup_steps=warmup,
+        # The hook's latency pings (RealConfig.latency_pings): the simulated monitor gets the
+        # same kind of latency reference, priced by the simulator.
+        latency_pings=int(cfg.get("latency_pings", 0)) if cfg.get("use_hook", True) else 0,
+        decision_lag=lag,
+        measure_decisions=measure_decisions,
         **sync,
     )
 
@@ -259,7 +269,8 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                   *, fidelity: str = "analytic", transport: str = "ideal",
                   transport_calibration: str | None = None,
                   align_to: pd.DataFrame | None = None, passes: int = 20,
-                  replay: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+                  replay: str | None = None, measure_decisions: bool = False
+                  ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Simulate the real run ``meta`` describes, with ``calibration`` applied and the trace
     clock aligned (delayed by the simulated iteration 0, as the real run's clock starts at
     iteration 1). With ``align_to`` (the real run's records) a time-varying trace is also
@@ -277,7 +288,7 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
             override = _adjusted_trace_file(spec, cal.extra_latency_s, 0.0, 0.0, Path(tmp))
         cfg = sim_config_for(meta, cal, trace_override=override, fidelity=fidelity,
                              transport=transport, transport_calibration=transport_calibration,
-                             replay=replay)
+                             replay=replay, measure_decisions=measure_decisions)
         records, sim_meta = run_simulation(cfg)
         delay = float(records["iter_s"].iloc[0]) if len(records) else 0.0
         if spec is not None and delay > 0.0 and len(records) > 1:
@@ -285,7 +296,8 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
             override = _adjusted_trace_file(spec, cal.extra_latency_s, delay, horizon, Path(tmp))
             cfg = sim_config_for(meta, cal, trace_override=override, fidelity=fidelity,
                                  transport=transport,
-                                 transport_calibration=transport_calibration, replay=replay)
+                                 transport_calibration=transport_calibration, replay=replay,
+                                 measure_decisions=measure_decisions)
             records, sim_meta = run_simulation(cfg)
             if align_to is not None:
                 from .validate_align import aligned_runs
@@ -297,7 +309,7 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                     return run_simulation(sim_config_for(
                         meta, cal, trace_override=trace, fidelity=fidelity,
                         transport=transport, transport_calibration=transport_calibration,
-                        replay=replay))
+                        replay=replay, measure_decisions=measure_decisions))
 
                 records, sim_meta = aligned_runs(spec, align_to, records, sim_meta, passes,
                                                   resimulate)
@@ -455,15 +467,17 @@ def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] |
              *, calibration: Calibration | None = None, skip: int = 3,
              plot: str | os.PathLike[str] | None = None, fidelity: str = "analytic",
              transport: str = "ideal", transport_calibration: str | None = None,
-             align_trace: bool = False, replay_decisions: bool = False
+             align_trace: bool = False, replay_decisions: bool = False,
+             measure_decisions: bool = False
              ) -> tuple[ValidationResult, pd.DataFrame]:
     """Compare a real run with a simulation of it (or with the simulated run ``sim_dir``).
 
     ``align_trace``: warp a time-varying trace onto the simulated clock iteration by iteration
     (:mod:`analysis.validate_align`). ``replay_decisions``: the simulated side replays the real
     run's per-step decisions instead of running its policy (closed loop, the default), so the
-    error is the pricing and network model's alone. Returns the result and the simulated
-    records used.
+    error is the pricing and network model's alone. ``measure_decisions``: the simulated
+    iterations are charged the simulator's own measured ``decide()`` time. Returns the result
+    and the simulated records used.
     """
     from sim.rundir import read_run
 
@@ -482,7 +496,7 @@ def validate(real_dir: str | os.PathLike[str], sim_dir: str | os.PathLike[str] |
                                transport_calibration=transport_calibration,
                                align_to=real if align_trace else None,
                                replay=replay_schedule(real, steps) if replay_decisions
-                               else None)
+                               else None, measure_decisions=measure_decisions)
     res = compare(real, sim, skip=skip)
     if plot is not None:
         cfg = meta.get("config", {})

@@ -91,7 +91,7 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
         Path(args.save_calibration).write_text(cal.to_json())
     res, _ = validate(args.real, args.sim, calibration=cal, skip=args.skip, plot=args.plot,
                       fidelity=fidelity, transport=transport, transport_calibration=tcal,
-                      align_trace=args.align_trace)
+                      align_trace=args.align_trace, measure_decisions=args.measure_decisions)
     replayed = None
     if args.replay_decisions:
         replayed, _ = validate(args.real, calibration=cal, skip=args.skip, fidelity=fidelity,
@@ -107,7 +107,8 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
     out["comparison"] = {"real_side": kind, "description": words,
                          "transport_calibration": tcal_words, "fidelity": fidelity,
                          "transport": transport, "trace_aligned": bool(args.align_trace),
-                         "decisions": "closed loop" if args.sim is None else "given run"}
+                         "decisions": "closed loop" if args.sim is None else "given run",
+                         "decisions_timed": bool(args.measure_decisions)}
     if replayed is not None:
         out["replayed_decisions"] = replayed.as_dict()
     if cal is not None:
@@ -210,6 +211,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="also simulate the real run's own per-step decisions (the replay "
                    "policy) and report that comparison next to the closed-loop headline: the "
                    "pricing and network model's error without the controller's divergence")
+    p.add_argument("--measure-decisions", action="store_true",
+                   help="charge each simulated iteration the wall time of the simulated "
+                   "controller's own decide() call, measured on this machine (a real run "
+                   "pays its controller's time too; the real run's decision_lag always "
+                   "carries over)")
     p.add_argument("--json", action="store_true", help="numbers as JSON on stdout")
     p.set_defaults(func=_run)
 

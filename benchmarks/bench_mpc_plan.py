@@ -1,18 +1,20 @@
 """What one ``mpc`` decision costs: plan and decide() wall time, this tree against a baseline.
 
 Usage: ``python benchmarks/bench_mpc_plan.py [--baseline REV] [--repeats 5] [--params k=v:k=v]
-[--stream FILE:WORKLOAD:TARGET] [--json]``.
+[--stream FILE:WORKLOAD:TARGET] [--profile N] [--json]``.
 
 Observation streams are recorded once from simulated runs (:data:`SCENARIOS`: the real-run
 benchmark's stepped trace on digits-mlp and two bundled-style scenarios); every
 implementation then replays the same streams into a fresh ``mpc`` controller (open loop), so
 each sees the same observations, and its decisions must equal the others' decision for
 decision. ``--stream`` adds a recorded stream (``Observation`` objects pickled one after
-another, e.g. by wrapping ``MpcPolicy.decide`` on one rank of a real run): a real run's
+another: a real run directory written with ``compctl real --record-observations``, or its
+``observations.pkl``): a real run's
 measured gains move the gain ratio every step, which a simulated stream does not. With ``--baseline REV`` the ``mpc`` of git revision ``REV`` (every
 ``sim/control/policies/mpc*.py`` there: the per-step path and the plan scoring) is timed next
 to this tree's, round by round in turn (ratios in one run). Reported per implementation: median over rounds of the total
-decide() seconds, of the seconds spent in plans and the number of plans.
+decide() seconds, of the seconds spent in plans and the number of plans, and the mean
+seconds of a step that did not plan.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ SCENARIOS: tuple[tuple[str, int, str, int, float], ...] = (
 def _params(spec: str, target: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in (x for x in spec.split(":") if x):
-        k, v = kv.split("=")
-        out[k] = int(v) if v.isdigit() else float(v)
+        from sim.control.params import parse_param
+
+        k, v = parse_param(kv)
+        out[k] = v
     if target > 0.0:
         out.setdefault("target_progress", target)
     return out
@@ -131,16 +135,11 @@ def _baseline_class(rev: str) -> type:
 
 
 def _load_stream(path: Path) -> list[Any]:
-    """Observations pickled one after another in ``path`` (a trusted local recording)."""
-    import pickle
+    """Observations pickled one after another in ``path`` (a trusted local recording), or a
+    real run directory's (``compctl real --record-observations``)."""
+    from sim.control.obs_stream import load_stream
 
-    out = []
-    with path.open("rb") as f:
-        while True:
-            try:
-                out.append(pickle.load(f))  # noqa: S301
-            except EOFError:
-                return out
+    return list(load_stream(path))
 
 
 def _replay(cls: type, stream: list[Any], params: dict[str, Any], workload: str
@@ -172,6 +171,24 @@ def _replay(cls: type, stream: list[Any], params: dict[str, Any], workload: str
     return total, plan_s[0], int(plan_s[1]), decisions
 
 
+def _profile(stream: list[Any], params: dict[str, Any], workload: str, top: int) -> None:
+    """This tree's replay of ``stream`` under cProfile: its ``top`` functions by own time,
+    to stderr."""
+    import cProfile
+    import io
+    import pstats
+
+    from sim.control.policies.mpc import MpcPolicy
+
+    prof = cProfile.Profile()
+    prof.enable()
+    _replay(MpcPolicy, stream, params, workload)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    sys.stderr.write(buf.getvalue())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="git revision whose plan scoring to time as well")
@@ -180,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream", action="append", default=[], metavar="FILE:WORKLOAD:TARGET",
                         help="also replay a recorded stream (observations pickled one after "
                         "another, e.g. from a real run) of WORKLOAD with target_progress TARGET")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="also profile this tree's replay of each stream (cProfile) and "
+                        "print its N costliest functions (own time) to stderr")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     from sim.control.policies.mpc import MpcPolicy
@@ -207,10 +227,15 @@ def main(argv: list[str] | None = None) -> int:
                 elif decisions != ref:
                     raise SystemExit(f"{name} decides differently on {scn[:3]}")
                 rounds[name].append((total, plan, n))
+        if args.profile:
+            _profile(stream, params, scn[0], args.profile)
         row: dict[str, Any] = {"scenario": list(scn[:4]), "decisions": len(stream)}
         for name, rs in rounds.items():
+            # A step that did not plan: what is left of decide() over the other steps.
+            steps = [(r[0] - r[1]) / max(len(stream) - r[2], 1) for r in rs]
             row[name] = {"decide_s": statistics.median(r[0] for r in rs),
-                         "plan_s": statistics.median(r[1] for r in rs), "plans": rs[0][2]}
+                         "plan_s": statistics.median(r[1] for r in rs), "plans": rs[0][2],
+                         "step_s": statistics.median(steps)}
         if args.baseline:
             b = row[f"baseline {args.baseline}"]
             row["plan_ratio"] = row["this tree"]["plan_s"] / b["plan_s"]
@@ -221,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in impls:
                 r = row[name]
                 line += (f"; {name}: decide {r['decide_s'] * 1e3:.1f} ms, {r['plans']} plans "
-                         f"{r['plan_s'] * 1e3 / max(r['plans'], 1):.2f} ms each")
+                         f"{r['plan_s'] * 1e3 / max(r['plans'], 1):.2f} ms each, other steps "
+                         f"{r['step_s'] * 1e6:.1f} us each")
             if args.baseline:
                 line += f"; plan time ratio {row['plan_ratio']:.3f}"
             sys.stdout.write(line + "\n")

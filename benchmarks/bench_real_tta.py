@@ -3,7 +3,7 @@
 Usage: ``python benchmarks/bench_real_tta.py [--seeds 1,2,3] [--repeats 1]
 [--densities 0.1,0.03,0.01,0.005,0.003,0.002,0.001] [--policies mpc] [--trace SPEC]
 [--emulation hook|netns] [--steps 400] [--target-loss 1.5] [--latency-pings N] [--pin-cores]
-[--keep DIR] [--json]`` (``netns`` needs root).
+[--keep DIR [--record-observations]] [--json]`` (``netns`` needs root).
 
 Each run is ``compctl real --workload digits-mlp --nproc 2`` (CPU, gloo) under ``--trace``. The
 default trace (:data:`TRACE`) loops 0.25 s at 10 Mbit/s and 0.25 s at 0.5 Mbit/s (1 ms latency,
@@ -96,6 +96,8 @@ def _run(policy: str, params: list[str], seed: int, args: argparse.Namespace, ou
         cmd.append("--pin-cores")
     if policy != "fixed" and args.latency_pings:
         cmd += ["--latency-pings", str(args.latency_pings)]
+    if policy != "fixed" and args.record_observations:
+        cmd.append("--record-observations")
     for p in params:
         if p.startswith("decision_lag="):
             cmd += ["--decision-lag", p.split("=", 1)[1]]
@@ -133,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-pings", type=int, default=0,
                         help="latency pings for the adaptive policies' runs (default 0: none)")
     parser.add_argument("--keep", type=Path, help="keep every run's output under this folder")
+    parser.add_argument("--record-observations", action="store_true",
+                        help="the adaptive policies' runs record rank 0's observation stream "
+                        "(compctl real --record-observations; with --keep, for "
+                        "bench_mpc_plan.py --stream)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     from sim.convergence import ConvergenceModel

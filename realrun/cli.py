@@ -92,6 +92,9 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--pin-cores", action="store_true",
                    help="pin local rank r to the r-th usable CPU core, round robin (less "
                    "scheduling noise in timings on a machine with few cores)")
+    p.add_argument("--record-observations", action="store_true",
+                   help="write every observation rank 0's controller decided on to the run "
+                   "directory (observations.pkl), to replay its decisions offline")
     p.add_argument("--memory", default="residual", help="error feedback: residual, dgc, none")
     p.add_argument("--owner", default="star", choices=["star", "var"],
                    help="AR-Topk index owner rule")
@@ -163,6 +166,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         latency_pings=args.latency_pings,
         decision_lag=args.decision_lag,
         pin_cores=args.pin_cores,
+        record_observations=args.record_observations,
         memory=args.memory,
         owner_rule=args.owner,
         bucket_cap_mb=args.bucket_cap_mb,

@@ -35,7 +35,9 @@ _SHORTCUT_DEFAULTS: dict[str, Any] = {
     "share_gpu": False,
 }
 #: Monitor options, left out of ``to_dict`` at their defaults (earlier runs' ids unchanged).
-_MONITOR_DEFAULTS: dict[str, Any] = {"latency_pings": 0, "decision_lag": 0, "pin_cores": False}
+_MONITOR_DEFAULTS: dict[str, Any] = {
+    "latency_pings": 0, "decision_lag": 0, "pin_cores": False, "record_observations": False,
+}
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class RealConfig:
             out of :meth:`to_dict` at 0.
         pin_cores: pin local rank ``r`` to the ``r``-th usable core, round robin
             (:mod:`realrun.affinity`; left out of :meth:`to_dict` when off).
+        record_observations: rank 0 writes every observation its controller decided on to
+            the run directory (:data:`sim.control.obs_stream.STREAM_FILE`, for replaying the
+            decisions offline; left out of :meth:`to_dict` when off).
         memory: error-feedback memory (``residual``, ``dgc``, ``none``).
         owner_rule: AR-Topk index owner (``star`` or ``var``).
         bucket_cap_mb: DDP bucket capacity in MiB (torch's default is 25).
@@ -142,6 +147,7 @@ class RealConfig:
     latency_pings: int = 0
     decision_lag: int = 0
     pin_cores: bool = False
+    record_observations: bool = False
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives

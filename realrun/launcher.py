@@ -442,11 +442,15 @@ def _launch_notes(cfg: RealConfig) -> dict[str, str]:
 
 
 def _publish(src: Path, dest: Path, force: bool, notes: dict[str, str]) -> None:
-    """Copy rank 0's finished run to ``dest`` (the launcher is the only writer of ``dest``)."""
+    """Copy rank 0's finished run to ``dest`` (the launcher is the only writer of ``dest``),
+    with its recorded observation stream when it wrote one."""
+    from sim.control.obs_stream import STREAM_FILE
     from sim.rundir import read_run, write_run
 
     rec, meta = read_run(src)
-    write_run(dest, rec, {**meta, **notes}, force=force)
+    stream = src / STREAM_FILE
+    extra = {STREAM_FILE: stream.read_bytes()} if stream.is_file() else None
+    write_run(dest, rec, {**meta, **notes}, force=force, extra_files=extra)
 
 
 def _write_partial(cfg: RealConfig, log_dir: Path | None, dest: Path | None, force: bool,

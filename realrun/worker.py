@@ -141,6 +141,8 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
     trace = cfg.link_trace()
     player = TracePlayer(trace) if trace is not None else None
     state = hook_state_for(cfg, rank, world, player=player, param_names=names, device=dev)
+    if cfg.record_observations and rank == 0:
+        state.observed = []
     emulator = state.emulator
     if cfg.loss_bound is not None:
         from .hook.loss import BoundedLoss
@@ -271,7 +273,7 @@ def _train(cfg: RealConfig, rank: int, world: int, out: Path | None, force: bool
         if shaper is not None:
             shaper.stop()
     if rank == 0 and out is not None and launcher_alive():
-        _write(cfg, rows, out, world, force, model, dev)
+        _write(cfg, rows, out, world, force, model, dev, state.observed)
     # Every rank leaves together: no rank tears its process group down while another still
     # finishes a collective (or rank 0 still writes).
     dist.barrier()
@@ -397,9 +399,11 @@ def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,
 
 
 def _write(cfg: RealConfig, rows: list[dict[str, Any]], out: Path, world: int, force: bool,
-           model: torch.nn.Module, dev: torch.device) -> None:
+           model: torch.nn.Module, dev: torch.device,
+           observed: list[Any] | None = None) -> None:
     import pandas as pd
 
+    from sim.control.obs_stream import STREAM_FILE, dump_stream
     from sim.rundir import write_run
 
     from .run_meta import run_meta
@@ -408,7 +412,8 @@ def _write(cfg: RealConfig, rows: list[dict[str, Any]], out: Path, world: int, f
     meta = run_meta(cfg, world=world, params=int(n_params), backend=str(dist.get_backend()),
                     device=dev.type, status="complete")
     meta["final_accuracy"] = rows[-1]["accuracy"] if rows else None
-    write_run(out, pd.DataFrame(rows), meta, force=force)
+    extra = {STREAM_FILE: dump_stream(observed)} if observed is not None else None
+    write_run(out, pd.DataFrame(rows), meta, force=force, extra_files=extra)
     log.info("wrote %s", out)
 
 

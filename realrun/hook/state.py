@@ -160,6 +160,9 @@ class CompressionHookState:
         self.last_local: tuple[Accum, list[float]] | None = None
         #: The bounded-loss transport's drop rule (:mod:`realrun.hook.loss`); ``None``: none.
         self.loss: BoundedLoss | None = None
+        #: Every observation handed to the controller, in order, when set to a list (a
+        #: recording for offline replay, :mod:`sim.control.obs_stream`); ``None``: not kept.
+        self.observed: list[Observation] | None = None
 
     # ------------------------------------------------------------------ parts
     @property
@@ -248,9 +251,14 @@ class CompressionHookState:
             # The decision on the previous observation (computed in its step's network wait,
             # or now); this step's observation is decided on during this step.
             decision = self._ahead.take()
-            self._ahead.submit(self.controller, self.observation())
+            obs = self.observation()
+            if self.observed is not None:
+                self.observed.append(obs)
+            self._ahead.submit(self.controller, obs)
         else:
             obs = self.observation()
+            if self.observed is not None:
+                self.observed.append(obs)
             t0 = time.perf_counter()
             decision = self.controller.decide(obs)
             self.decide_clock.add(time.perf_counter() - t0)

@@ -110,3 +110,32 @@ def test_agreement_cost_applies_only_to_runs_that_agreed_each_step() -> None:
     # Runs written before the field existed: inferred from the configuration.
     assert sim_config_for(meta, cal).overhead_s == 0.0015
     assert sim_config_for(_meta("dense", {}), cal).overhead_s == 0.001
+
+
+def test_the_real_runs_decision_lag_carries_over_but_not_into_a_replay() -> None:
+    """A real run that applied each decision a step late is simulated the same way; a replayed
+    schedule already holds the decisions as applied, so it runs without lag; the simulator
+    times its own decisions only when asked."""
+    from analysis.validate import sim_config_for
+
+    meta = _meta("mpc", {})
+    assert sim_config_for(meta).decision_lag == 0  # runs from before the field existed
+    meta["config"]["decision_lag"] = 1
+    cfg = sim_config_for(meta)
+    assert cfg.decision_lag == 1 and not cfg.measure_decisions
+    assert sim_config_for(meta, replay="0:1.0").decision_lag == 0
+    assert sim_config_for({**meta, "config": {**meta["config"], "use_hook": False}}
+                          ).decision_lag == 0
+    assert sim_config_for(meta, measure_decisions=True).measure_decisions
+
+
+def test_validate_can_charge_the_simulated_controllers_own_decision_time(tmp_path: Path) -> None:
+    """With ``measure_decisions`` every simulated iteration pays a measured, positive decision
+    time, so the prediction can only get slower; without it nothing is charged."""
+    from analysis.validate import simulate_like
+
+    meta = _meta("dc2-aimd", {"target_s": 0.01})
+    plain, _ = simulate_like(meta)
+    timed, _ = simulate_like(meta, measure_decisions=True)
+    assert (timed["decide_s"].iloc[1:] > 0).all()
+    assert float(timed["iter_s"].sum()) > float(plain["iter_s"].sum())

@@ -42,6 +42,11 @@ bandwidth forecast accepts a new level shift: once a new bandwidth level has hel
 since the shift), so after a step of the link the plan no longer hedges towards the link before
 it (:class:`LinkForecast`; ``regime_steps=0`` turns this off).
 
+With ``replan_band`` (off by default) a move counts only when the estimate also leaves the last
+plan's forecast band (the range of latency and bandwidth over the scenarios it priced): a move
+inside it was hedged for. On a real run's noisy estimates of a small payload this halves the
+plans (each a millisecond or more on the critical path); a real step of the link leaves it.
+
 Each bucket's collective is hedged against one mis-split estimate (``collective_regret``; 0
 turns it off): the cheapest collective on the latest estimate is used unless, on one of the three
 estimates before it, it is more than ``collective_regret`` times slower than that estimate's
@@ -75,7 +80,8 @@ so a real run's measured gains calibrate the model online. Between re-plans the 
 The controller reads nothing but its observations: it runs unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
-:mod:`.mpc_pricing`, plan scoring :mod:`.mpc_plan` (mixins sharing this controller's state).
+:mod:`.mpc_pricing`, plan scoring, probing and the re-plan band :mod:`.mpc_plan` (mixins
+sharing this controller's state).
 """
 
 from __future__ import annotations
@@ -130,6 +136,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         two_phase_margin: float = 0.03,
         replan_change: float = 0.25,
         replan_persist: int = 1,
+        replan_band: bool = False,
         switch_chunks: int = 1,
         initial_density: float = 0.001,
         probe_every: int = 0,
@@ -167,6 +174,9 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         ):
             raise ValueError(f"replan_persist must be an integer >= 1, got {replan_persist!r}")
         self.replan_persist = int(replan_persist)
+        if not isinstance(replan_band, bool):
+            raise ValueError(f"replan_band must be true or false, got {replan_band!r}")
+        self.replan_band = replan_band
         if isinstance(switch_chunks, bool) or not isinstance(switch_chunks, int) or (
             switch_chunks < 1
         ):
@@ -187,6 +197,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self.compressor = compressor
         self._auto_collective = collective == AUTO
         self._terms: dict[tuple[str, int, float, float, str], Any] = {}
+        self._priced_terms = {}
         self._candidates = {
             comp: tuple(c for c in DEFAULT_ALLOWED if get_spec(comp).supports(c))
             if collective == AUTO else (collective,)
@@ -210,6 +221,8 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
                 for comp in ("none", self.compressor)
             }
             self._terms.clear()
+            self._priced_terms.clear()
+            self._priced_now.clear()
 
     def _reset_state(self) -> None:
         self._state = ProgressState()
@@ -228,11 +241,15 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
+        #: The last plan's forecast band in log units: (latency low, high, bandwidth low, high)
+        #: over its scenarios (``replan_band``).
+        self._band: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
         self._regime_on = 0
         #: Consecutive observations whose link moved past ``replan_change`` from the plan's.
         self._moved_run = 0
         self._compress_s = 0.0
         self._corr: dict[str, float] = {}
+        self._priced_now = {}
         #: Backward window (seconds) communication overlaps with, per kind of decision (dense
         #: or compressed: compression on the compute stream widens it), from the last
         #: measurement (:mod:`sim.control.overlap`).
@@ -284,13 +301,6 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             self._bw.update(obs.bandwidth_Bps)
         self._learn_window(obs)
 
-    def _delta(self) -> tuple[float, bool]:
-        """Progress to plan for, and whether it is the way to a real target."""
-        to_target = 0.0 < self.target_progress and self._state.progress < self.target_progress
-        delta = self.target_progress - self._state.progress if to_target else (
-            self.horizon_progress)
-        return delta, to_target
-
     def _plan(self, obs: Observation) -> float:
         # Two-phase plans only towards a real target: a rolling horizon would always plan the
         # finishing switch for later.
@@ -303,26 +313,6 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             self._held
         )
         return chosen
-
-    def _probe(self, obs: Observation, chosen: float) -> float | None:
-        """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
-        module docstring): the best single-density plan on a ``probe_factor`` times faster
-        link when it is denser than ``chosen``, else the best on a ``probe_factor`` times
-        slower link when it is sparser."""
-        if (
-            self.probe_every == 0
-            or obs.step - self._last_probe < self.probe_every
-            or len(self._recent) < self.probe_every
-            or max(self._recent) > 3.0 * min(self._recent)
-        ):
-            return None
-        delta = self._delta()[0]
-        for scale in (self.probe_factor, 1.0 / self.probe_factor):
-            scores = self._plan_scores(obs, delta, False, scale)
-            best = min(self.grid, key=lambda d: (scores[d], -d))
-            if (best > chosen) if scale > 1.0 else (best < chosen):
-                return best
-        return None
 
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
@@ -355,8 +345,14 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         colls = tuple(choice[m] for m in sizes)
         largest = max(range(len(sizes)), key=lambda k: sizes[k])
         per_bucket = colls if len(set(colls)) > 1 else ()
-        self._last = Decision(compressor, density, colls[largest], per_bucket)
-        return self._last
+        last = self._last
+        # The same decision as the last one is not built again (a step that did not plan).
+        if last is None or (
+            last.compressor, last.density, last.collective, last.bucket_collectives, last.sync,
+            last.groups, last.shuffle_every,
+        ) != (compressor, density, colls[largest], per_bucket, "allreduce", 1, 1):
+            last = self._last = Decision(compressor, density, colls[largest], per_bucket)
+        return last
 
     def _next_density(self, obs: Observation, current: bool) -> float:
         self._track(obs)
@@ -371,6 +367,11 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         link = (math.log(max(obs.latency_s or 0.0, _LATENCY_FLOOR_S)),
                 math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
         moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
+        if moved >= math.log1p(self.replan_change) and self.replan_band:
+            # Inside the band the last plan priced (its scenarios), the move was hedged for.
+            lo_l, hi_l, lo_b, hi_b = self._band
+            if lo_l <= link[0] <= hi_l and lo_b <= link[1] <= hi_b:
+                moved = 0.0
         self._moved_run = self._moved_run + 1 if moved >= math.log1p(self.replan_change) else 0
         # Persistence only at the least density: its payload's byte term is the hardest to see
         # under timing noise, and holding it is the cheapest mistake; above it, a slower link
@@ -390,6 +391,8 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._planned_on = link
         self._regime_on = regime
         self._held = self._plan(obs)
+        if self.replan_band:
+            self._band = self._forecast_band(link, _LATENCY_FLOOR_S, _BANDWIDTH_FLOOR_BPS)
         probe = self._probe(obs, self._held)
         if probe is not None:
             self._probing = True

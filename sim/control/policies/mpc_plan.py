@@ -7,6 +7,7 @@ A mixin: it shares the controller's state.
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from sim.convergence.progress import efficiency
 
@@ -51,6 +52,12 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
     _by_gain: dict[float, tuple[float, float, float]]
     _lat: LinkForecast
     _bw: LinkForecast
+    target_progress: float
+    horizon_progress: float
+    probe_every: int
+    probe_factor: float
+    _last_probe: int
+    _recent: deque[float]
 
     def _row(self, density: float, chunks: int, ahead: int = 0) -> list[_Coeffs]:
         """This plan's coefficients of ``density`` for its first ``chunks`` chunks at least
@@ -181,6 +188,44 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
         if len(self._bw):
             out.append((self._lat.median(), self._bw.median() * bw_scale))
         return out
+
+    def _delta(self) -> tuple[float, bool]:
+        """Progress to plan for, and whether it is the way to a real target."""
+        to_target = 0.0 < self.target_progress and self._state.progress < self.target_progress
+        delta = self.target_progress - self._state.progress if to_target else (
+            self.horizon_progress)
+        return delta, to_target
+
+    def _forecast_band(self, link: tuple[float, float], lat_floor: float, bw_floor: float
+                       ) -> tuple[float, float, float, float]:
+        """The plan's scenarios' range of log latency and log bandwidth (each raised to its
+        floor), with ``link`` (the log estimate planned on) in it."""
+        lats = [link[0]]
+        bws = [link[1]]
+        for lat, bw in self._scenario_links():
+            lats.append(math.log(max(lat, lat_floor)))
+            bws.append(math.log(max(bw, bw_floor)))
+        return min(lats), max(lats), min(bws), max(bws)
+
+    def _probe(self, obs: Observation, chosen: float) -> float | None:
+        """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
+        module docstring): the best single-density plan on a ``probe_factor`` times faster
+        link when it is denser than ``chosen``, else the best on a ``probe_factor`` times
+        slower link when it is sparser."""
+        if (
+            self.probe_every == 0
+            or obs.step - self._last_probe < self.probe_every
+            or len(self._recent) < self.probe_every
+            or max(self._recent) > 3.0 * min(self._recent)
+        ):
+            return None
+        delta = self._delta()[0]
+        for scale in (self.probe_factor, 1.0 / self.probe_factor):
+            scores = self._plan_scores(obs, delta, False, scale)
+            best = min(self.grid, key=lambda d: (scores[d], -d))
+            if (best > chosen) if scale > 1.0 else (best < chosen):
+                return best
+        return None
 
     def _robust(self, times: list[float]) -> float:
         """Mean over the scenarios plus ``risk`` times their half-range."""

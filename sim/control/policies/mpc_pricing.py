@@ -41,6 +41,11 @@ class MpcPricing:
     _terms: dict[tuple[str, int, float, float, str], Any]
     _candidates: dict[str, tuple[str, ...]]
     _corr: dict[str, float]
+    #: :meth:`_priced`'s caches: per (workers, bucket bytes, density, compressor) the terms
+    #: and dominance (for the run) and the corrected list (until a correction moves).
+    _priced_terms: dict[tuple[int, float, float, str], list[tuple[str, float, float,
+                                                                  tuple[str, ...]]]]
+    _priced_now: dict[tuple[int, float, float, str], list[tuple[str, float, float, float]]]
     _compress_s: float
     _window_s: dict[bool, float | None]
     _window_known: dict[bool, bool]
@@ -72,6 +77,7 @@ class MpcPricing:
                     base = self._correction(coll)
                     step = max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, r - base))
                     self._corr[coll] = base + 0.3 * step
+                self._priced_now.clear()
 
     def _learn_window(self, obs: Observation) -> None:
         """Learn the backward window communication overlaps with from ``obs``'s iteration."""
@@ -191,10 +197,9 @@ class MpcPricing:
         choice: dict[float, str] = {}
         for m in self._buckets(obs):
             times: dict[str, list[float]] = {}
-            for coll in self._candidates[comp]:
-                terms = self._comm_terms(coll, obs, m, density, comp)
-                corr = math.exp(self._dominated_correction(coll, terms, obs, m, density, comp))
-                times[coll] = [terms.time_s(lat, bw) * corr for lat, bw in links]
+            for coll, n_alpha, n_bytes, corr in self._priced(obs, m, density, comp):
+                # AlphaBeta.time_s written out, times the correction.
+                times[coll] = [(n_alpha * lat + n_bytes / bw) * corr for lat, bw in links]
             best = [min(ts[k] for ts in times.values()) for k in range(len(links))]
             ratio = {c: max(t / b if b > 0.0 else 1.0 for t, b in zip(ts, best, strict=True))
                      for c, ts in times.items()}
@@ -234,6 +239,42 @@ class MpcPricing:
             if terms.n_alpha >= other.n_alpha and terms.n_bytes >= other.n_bytes:
                 corr = own
         return corr
+
+    def _priced(self, obs: Observation, m: float, density: float, comp: str
+                ) -> list[tuple[str, float, float, float]]:
+        """Per candidate collective of a bucket of ``m`` bytes at ``density``: ``(name,
+        n_alpha, n_bytes, exp(correction))``, the correction :meth:`_dominated_correction`'s
+        to the bit (the greatest of the inherited one and the own corrections of the ran
+        collectives it dominates). The terms and which candidates each dominates are kept for
+        the run, the corrected list until a correction moves (:meth:`_learn_correction`): a
+        step prices its density once for its collective choice and a plan every density."""
+        key = (obs.world_size, m, density, comp)
+        hit = self._priced_now.get(key)
+        if hit is not None:
+            return hit
+        static = self._priced_terms.get(key)
+        if static is None:
+            cands = self._candidates[comp]
+            terms = {c: self._comm_terms(c, obs, m, density, comp) for c in cands}
+            static = [(c, t.n_alpha, t.n_bytes, tuple(
+                r for r in cands
+                if r != c and t.n_alpha >= terms[r].n_alpha and t.n_bytes >= terms[r].n_bytes))
+                for c, t in terms.items()]
+            self._priced_terms[key] = static
+        corr = self._corr
+        inherited = 0.5 * sum(corr.values()) / len(corr) if corr else 0.0
+        out = []
+        for coll, n_alpha, n_bytes, dominated in static:
+            own = corr.get(coll)
+            if own is None:
+                own = inherited
+                for ran in dominated:
+                    other = corr.get(ran)
+                    if other is not None and other > own:
+                        own = other
+            out.append((coll, n_alpha, n_bytes, math.exp(own)))
+        self._priced_now[key] = out
+        return out
 
     def _correction(self, coll: str) -> float:
         """Log correction of ``coll``: its own once it ran, else half the mean of those that
@@ -275,12 +316,7 @@ class MpcPricing:
         comp = "none" if density >= 1.0 else self.compressor
         table: list[tuple[float, list[tuple[float, float, float]]]] = []
         for m in self._buckets(obs):
-            cands = []
-            for coll in self._candidates[comp]:
-                terms = self._comm_terms(coll, obs, m, density, comp)
-                cands.append((terms.n_alpha, terms.n_bytes, math.exp(
-                    self._dominated_correction(coll, terms, obs, m, density, comp))))
-            table.append((m, cands))
+            table.append((m, [(a, b, c) for _, a, b, c in self._priced(obs, m, density, comp)]))
         sizes = [float(m) for m in (obs.bucket_bytes or (obs.grad_bytes,))]
         local = self._local_s(obs, density)
         window = self._overlap_window(density)

@@ -303,6 +303,39 @@ def test_mpc_replan_persist_one_is_the_default_and_more_ignores_single_moves() -
             make_policy("mpc", replan_persist=bad)
 
 
+def test_mpc_replan_band_ignores_moves_inside_the_plans_forecast_band() -> None:
+    # Noise around a level (2x every other step) lies inside the band the plan priced: with
+    # replan_band a move re-plans only outside it; a real step of the link (8x down, held)
+    # leaves it and is re-planned on within the persistence.
+    from sim.control.selector import collective_time_s
+
+    lat = 1e-3
+
+    def run(**kw: object) -> tuple[int, int]:
+        p = make_policy("mpc", target_progress=120.0, window_steps=30, **kw)
+        obs = Observation(step=0, world_size=2, grad_bytes=38_440)
+        plans = 0
+        after_step = -1
+        for k in range(80):
+            p.decide(obs)
+            d = p._last
+            if k > 1 and _plans(p):
+                plans += 1
+                if k > 60 and after_step < 0:
+                    after_step = k
+            bw = 1.25e6 * (2.0 if k % 2 else 1.0) if k < 60 else 1.5e5
+            comm = collective_time_s(d.collective, lat, bw, 2, 38_440, d.density, d.compressor)
+            obs = _small_run_obs(k + 1, d, comm, bw)
+        return plans, after_step
+
+    plain, _ = run()
+    banded, first = run(replan_band=True)
+    assert banded < plain / 3, (banded, plain)
+    assert 60 < first <= 62, first
+    with pytest.raises(ValueError, match="replan_band"):
+        make_policy("mpc", replan_band=1)
+
+
 def test_mpc_corrects_on_the_links_own_time_when_the_run_measured_it() -> None:
     # A real run's comm_s holds the wait for a late rank (here 4x the link's time); the link's
     # own time (link_comm_s) matches the model: no correction is learned from the wait.
