@@ -20,6 +20,7 @@ Usage::
     python benchmarks/bench_controllers.py --tta --held-out-2 # on the second held-out set
     python benchmarks/bench_controllers.py --tta --held-out-3 # on the third held-out set
     python benchmarks/bench_controllers.py --tta --held-out-4 # on the fourth held-out set
+    python benchmarks/bench_controllers.py --tta --held-out-5 # on the fifth held-out set
     python benchmarks/bench_controllers.py --tta --markdown tta.json   # tables of a saved run
 
 Timings use time.perf_counter (the controllers themselves never read a clock).
@@ -144,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out-3", action="store_true",
                         help="--tta on the third held-out set (tuned on since 2026-11-26)")
     parser.add_argument("--held-out-4", action="store_true",
-                        help="--tta on the fourth held-out set (never tuned on)")
+                        help="--tta on the fourth held-out set (tuned on since 2026-11-26)")
+    parser.add_argument("--held-out-5", action="store_true",
+                        help="--tta on the fifth held-out set (never tuned on)")
     parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
     parser.add_argument("--fidelity", default="analytic",
                         help="--tta: simulator fidelity (analytic or stepwise)")
@@ -199,7 +202,9 @@ def _tta(args: argparse.Namespace) -> int:
         with open(args.markdown) as fh:
             sys.stdout.write(tt.format_markdown(tt.from_json(json.load(fh))))
         return 0
-    if args.held_out_4:
+    if args.held_out_5:
+        traces = dict(tt.HELD_OUT_5)
+    elif args.held_out_4:
         traces = dict(tt.HELD_OUT_4)
     elif args.held_out_3:
         traces = dict(tt.HELD_OUT_3)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "tta_table.py"
 
@@ -51,10 +52,11 @@ def test_summary_counts_the_done_when_bars() -> None:
 def test_held_out_real_traces_are_in_the_repository() -> None:
     tt = _module()
     root = _PATH.parents[1]
-    for held in (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4):
+    for held in (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4, tt.HELD_OUT_5):
         files = [t for t in held if t.endswith(".csv")]
         assert files, "each held-out set names at least one imported real trace"
-    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2, *tt.HELD_OUT_3, *tt.HELD_OUT_4)
+    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2, *tt.HELD_OUT_3, *tt.HELD_OUT_4,
+                          *tt.HELD_OUT_5)
               if t.endswith(".csv")]:
         text = (root / f).read_text()
         assert "# source:" in text and "time_s,latency_s,bandwidth_Bps" in text
@@ -113,6 +115,44 @@ def test_fourth_held_out_geo_pairs_file_is_what_its_script_writes(tmp_path: Path
     assert mod.main([str(out)]) == 0
     assert out.read_text() == (_PATH.parents[1] / "benchmarks/data/heldout4-geo-pairs.csv"
                                ).read_text()
+
+
+def test_fifth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    tt = _module()
+    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4)
+    earlier = set(tt.BUNDLED).union(*older)
+    assert not set(tt.HELD_OUT_5) & earlier
+
+    def seeds(held: dict[str, str]) -> set[str]:
+        return {p.split(":")[-1] for t in held for p in t.split(",")
+                if p.split(":")[-1].startswith("seed=")}
+
+    assert seeds(tt.HELD_OUT_5) and not seeds(tt.HELD_OUT_5) & set().union(
+        *(seeds(h) for h in older))
+    # Generator specs differ from every earlier one in more than the seed.
+    def unseeded(t: str) -> str:
+        return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
+
+    assert not {unseeded(t) for t in tt.HELD_OUT_5} & {unseeded(t) for t in earlier}
+    files = [t for t in tt.HELD_OUT_5 if t.endswith(".csv")]
+    assert len(files) == 2 and all(Path(f).name.startswith("heldout5-") for f in files)
+
+
+def test_fifth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "make_heldout5_traces", _PATH.parent / "make_heldout5_traces.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main([str(tmp_path)]) == 0
+    for name in ("heldout5-tram-queue.csv", "heldout5-geo-rings.csv"):
+        assert (tmp_path / name).read_text() == (
+            _PATH.parents[1] / "benchmarks/data" / name).read_text()
+    # The queue's latency moves against the bandwidth: 1 ms + 256 KiB / bandwidth.
+    rows = [r.split(",") for r in (tmp_path / "heldout5-tram-queue.csv").read_text(
+        ).splitlines() if r[:1].isdigit()]
+    for _, lat, bw in rows:
+        assert float(lat) == pytest.approx(1e-3 + 262_144 / float(bw))
 
 
 def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:

@@ -232,8 +232,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         # with no spread, planned on with false confidence).
         self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S, walk=True)
         self._lat_moves = LatencyDiffusion(self.history)
-        #: Seconds of the last measured iteration (the exposure of the next decision).
-        self._last_it_s = 0.0
+        self._last_it_s = 0.0  # the last iteration's seconds: the next decision's exposure
         self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
                                 self.replan_change)
         #: The monitor's latest (latency, bandwidth) estimates, newest last.
@@ -332,9 +331,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             # makes cheapest must not be many times the best on the link just measured.
             lat = obs.latency_s or 0.0
             links = [(lat, obs.bandwidth_Bps), *list(self._links)[-_HEDGE_RECENT - 1:-1]]
-            # And the latency the history says the next iteration may meet: the estimate
-            # plus ``spread`` times the spread of its move over one iteration (a latency
-            # resting at zero can only rise; a ring over 1,024 workers pays 2,046 of them).
+            # And the latency the history says the next iteration may meet (module doc).
             rise = self.spread * self._lat_moves.spread_s(self._last_it_s)
             if rise > 0.0:
                 links.append((lat + rise, obs.bandwidth_Bps))

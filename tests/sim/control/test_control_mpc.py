@@ -469,3 +469,37 @@ def test_mpc_collective_prices_the_latency_the_history_shows_it_may_meet() -> No
     assert "ring" in still[-1]  # the test can fail: the ring is the point choice
     assert off[-1] == still[-1]
     assert "ring" not in moved[-1]
+
+
+def test_forecast_reads_a_random_walk_by_its_last_level_and_noise_by_its_fit() -> None:
+    import random
+
+    rng = random.Random(7)
+    # A long window: the increments' moments are sample estimates (on 40 observations their
+    # spread is about 1/sqrt(40) of g0).
+    n = 400
+    walk, noise = LinkForecast(n, 1e-6, walk=True), LinkForecast(n, 1e-6, walk=True)
+    x = math.log(5e-3)
+    for _ in range(n):
+        x += 0.2 * rng.gauss(0.0, 1.0)
+        walk.update(math.exp(x))
+        noise.update(5e-3 * math.exp(0.2 * rng.gauss(0.0, 1.0)))
+    share_w, level_w, q_w, r_w = walk.walk()
+    share_n, _, _, _ = noise.walk()
+    assert share_w > 0.7 and share_n < 0.3
+    # A pure walk's filtered level is (close to) its last observation.
+    assert level_w == pytest.approx(x, abs=0.1)
+    # The forecast's centre sits nearer the last level than the plain fit's does.
+    plain = LinkForecast(n, 1e-6)
+    for v in list(walk._xs):
+        plain.update(math.exp(v))
+    assert abs(math.log(walk.at(10, 0.0)) - x) < abs(math.log(plain.at(10, 0.0)) - x)
+    # Off by default: the plain forecast is unchanged.
+    assert plain.walk() == (0.0, x, 0.0, 0.0)
+
+
+def test_forecast_walk_reading_is_off_near_the_floor() -> None:
+    f = LinkForecast(20, 1e-6, walk=True)
+    for k in range(20):
+        f.update(1e-6 if k % 3 == 0 else 2e-4 * (1 + 0.1 * k))
+    assert f.walk()[0] == 0.0
