@@ -217,6 +217,9 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         transport=transport,
         calibration=transport_calibration,
         warmup_steps=warmup,
+        # The hook's latency pings (RealConfig.latency_pings): the simulated monitor gets the
+        # same kind of latency reference, priced by the simulator.
+        latency_pings=int(cfg.get("latency_pings", 0)) if cfg.get("use_hook", True) else 0,
         decision_lag=lag,
         measure_decisions=measure_decisions,
         **sync,

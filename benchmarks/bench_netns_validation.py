@@ -2,7 +2,8 @@
 
 Usage: ``python benchmarks/bench_netns_validation.py [--ranks 2,4] [--steps 100] [--json]
 [--keep DIR] [--reuse] [--pricing one-call|per-call|per-call-by-time] [--message-bytes]
-[--pin-cores] [--delay-policy dc2-aimd|dc2-pi|...]`` (root: network namespaces and tc).
+[--pin-cores] [--delay-policy dc2-aimd|dc2-pi|...] [--latency-pings N] [--rank-nice N]
+[--runs-only]`` (root: network namespaces and tc).
 
 For every rank count, three stages, each on runs of its own:
 
@@ -25,6 +26,18 @@ For every rank count, three stages, each on runs of its own:
    communication dominant: at 200 Mbit/s these small models' iterations are mostly compute,
    whose noise on a shared 2-core machine is +-30% per iteration.
 
+The delay-driven policies' real runs measure the link's latency with ``--latency-pings``
+one-element collectives before their first controlled step (``compctl real --latency-pings``;
+20 by default, 0: none) and their simulated runs price the same pings
+(``SimConfig.latency_pings``): the monitors of both worlds split latency from bandwidth at the
+measured latency where their collectives' shapes cannot (one bucket at nearly one density).
+
+Noise: ``--rank-nice N`` runs the measurements and real runs at scheduling priority ``N``
+(root; -5: ahead of niced background work; 0 by default: unchanged) and the real runs of a rank
+count go calibration and validated runs interleaved, so that load drift between them hits
+both. ``--runs-only`` does the measurements and real runs and no simulation (so a measurement
+lock is held for the timed part only); ``--keep DIR --reuse`` then simulates on them.
+
 Reported per validated run: MAPE (and median) of per-iteration time and communication time,
 closed loop (the policy decides in the simulator) and with the real run's decisions replayed
 (``--replay-decisions``: the pricing and network model's error alone), the noise floor
@@ -38,8 +51,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -73,7 +89,12 @@ PRICING = "per-call"
 # --fit-min-transfer-ms: efficiencies fitted on transfers at least this long (tbf burst: 1 ms)
 MIN_TRANSFER_MS = NETNS_MIN_TRANSFER_MS
 MESSAGE_BYTES = False  # --message-bytes: fit the transport's wire bytes per message too
-PIN_CORES = False  # --pin-cores: ranks (runs and microbenchmark) pinned to cores, round robin
+PIN_CORES = False  # --pin-cores: the real runs' ranks pinned to cores, round robin
+# --pin-microbenchmark: the transport microbenchmark's ranks too (pinned, its small collectives
+# took 4-7 ms where training's took ~0.5: the compute calibration then fitted -1.8 ms per term)
+PIN_MICROBENCHMARK = False
+LATENCY_PINGS = 20  # --latency-pings: pings of the delay-driven policies' real runs
+RANK_NICE = 0  # --rank-nice: scheduling priority of the measurements and real runs
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
@@ -100,8 +121,10 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
     if reuse and csv_path.is_file():
         points = read_csv(str(csv_path))
     else:
-        points = measure_netns(CAL_RATES, n, max(CAL_SIZES), iters=3, sizes=CAL_SIZES,
-                               ranks=[n], ops=("allreduce", "allgather"), pin_cores=PIN_CORES)
+        with _priority(RANK_NICE):
+            points = measure_netns(CAL_RATES, n, max(CAL_SIZES), iters=3, sizes=CAL_SIZES,
+                                   ranks=[n], ops=("allreduce", "allgather"),
+                                   pin_cores=PIN_MICROBENCHMARK)
         write_csv(str(csv_path), points)
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0),
                         allgather_by_size=PRICING == "per-call-by-time",
@@ -122,20 +145,68 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
                   "message_bytes": tp.message_bytes, **fit.summary()}
 
 
+@contextmanager
+def _priority(nice: int) -> Iterator[None]:
+    """This process (and the ranks it starts) at scheduling priority ``nice`` for the block;
+    the previous priority after it. 0: unchanged."""
+    if not nice:
+        yield
+        return
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
+def _pings(policy: str) -> int:
+    """Latency pings of a run of ``policy``: the adaptive ones only (the static ones ignore the
+    monitor)."""
+    return LATENCY_PINGS if policy not in ("dense", "fixed") else 0
+
+
 def run_one(tmp: Path, name: str, n: int, policy: str, params: dict[str, Any], trace: str,
             seed: int, steps: int, agreement: str = "auto") -> Path:
-    """One netns run (written to ``tmp/name``; kept if there, of the same trace and length,
-    with ``REUSE``)."""
+    """One netns run (written to ``tmp/name``; kept if there, of the same trace, length and
+    pings, with ``REUSE``)."""
     if REUSE and (tmp / name / "meta.json").is_file():
         cfg = json.loads((tmp / name / "meta.json").read_text()).get("config", {})
         if (cfg.get("trace") == trace and int(cfg.get("steps", -1)) == steps
-                and cfg.get("policy") == policy and cfg.get("policy_params", {}) == params):
+                and cfg.get("policy") == policy and cfg.get("policy_params", {}) == params
+                and int(cfg.get("latency_pings", 0)) == _pings(policy)):
             return tmp / name
     cfg = RealConfig(workload=WORKLOAD, nproc=n, steps=steps, emulation="netns", trace=trace,
                      policy=policy, policy_params=params, eval_every=steps, seed=seed,
-                     agreement=agreement, pin_cores=PIN_CORES)
-    out = launch(cfg, tmp / name, force=True)
+                     agreement=agreement, pin_cores=PIN_CORES, latency_pings=_pings(policy))
+    with _priority(RANK_NICE):
+        out = launch(cfg, tmp / name, force=True)
     assert out is not None
+    return out
+
+
+def real_runs(tmp: Path, n: int, steps: int) -> dict[str, Path]:
+    """Every real run of ``n`` ranks, calibration and validated interleaved (load drift
+    between runs then hits both alike), by name."""
+    topk = POLICIES["fixed-topk-10%"]
+    cal = [("n{n}-cal-dense", ("dense", {}), "auto"),
+           ("n{n}-cal-topk", topk, "auto"),
+           ("n{n}-cal-topk-agree", topk, "each-step")]
+    val = [(f"n{{n}}-val-{pname}-{tname}", pname, trace)
+           for tname, trace in (("constant", CONST), ("stepped", STEPPED))
+           for pname in POLICIES]
+    out: dict[str, Path] = {}
+    while cal or val:
+        if cal:
+            name, (policy, params), agreement = cal.pop(0)
+            out[name.format(n=n)] = run_one(tmp, name.format(n=n), n, policy, params,
+                                            CAL_TRACE, CAL_SEED, steps, agreement)
+        for _ in range(2 if cal else len(val)):
+            if val:
+                name, pname, trace = val.pop(0)
+                policy, params = POLICIES[pname]
+                out[name.format(n=n)] = run_one(tmp, name.format(n=n), n, policy, params,
+                                                trace, VAL_SEED, steps * STEPS_SCALE[pname])
     return out
 
 
@@ -143,20 +214,17 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
     """All three stages for ``n`` ranks."""
     tcal, tsummary = transport_calibration(tmp, n, REUSE)
     stepwise = {"fidelity": "stepwise", "transport": "gloo", "transport_calibration": str(tcal)}
-    topk = POLICIES["fixed-topk-10%"]
-    cal_dense = run_one(tmp, f"n{n}-cal-dense", n, "dense", {}, CAL_TRACE, CAL_SEED, steps)
-    cal_topk = run_one(tmp, f"n{n}-cal-topk", n, *topk, CAL_TRACE, CAL_SEED, steps)
-    cal_agree = run_one(tmp, f"n{n}-cal-topk-agree", n, *topk, CAL_TRACE, CAL_SEED, steps,
-                        "each-step")
+    runs = real_runs(tmp, n, steps)
+    cal_dense, cal_topk = runs[f"n{n}-cal-dense"], runs[f"n{n}-cal-topk"]
+    cal_agree = runs[f"n{n}-cal-topk-agree"]
     real, meta = read_run(cal_dense)
     cal = fit_calibration(real, meta, compressed=read_run(cal_topk),
                           agreed=read_run(cal_agree), name=f"n{n} calibration runs (seed 1)",
                           **stepwise)  # type: ignore[arg-type]
     rows = []
-    for tname, trace in (("constant", CONST), ("stepped", STEPPED)):
-        for pname, (policy, params) in POLICIES.items():
-            path = run_one(tmp, f"n{n}-val-{pname}-{tname}", n, policy, params, trace,
-                           VAL_SEED, steps * STEPS_SCALE[pname])
+    for tname in ("constant", "stepped"):
+        for pname in POLICIES:
+            path = runs[f"n{n}-val-{pname}-{tname}"]
             rec, _ = read_run(path)
             bad = int((rec["exposed_comm_s"] > rec["iter_s"] + 1e-12).sum())
             res, sim = validate(path, calibration=cal, **stepwise)  # type: ignore[arg-type]
@@ -218,12 +286,34 @@ def main() -> int:
                     help="fit the transport's fixed wire bytes per message too "
                     "(compctl calibrate --fit-message-bytes)")
     ap.add_argument("--pin-cores", action="store_true",
-                    help="pin every rank (runs and microbenchmark) to a core, round robin")
+                    help="pin the real runs' ranks to cores, round robin")
+    ap.add_argument("--pin-microbenchmark", action="store_true",
+                    help="pin the transport microbenchmark's ranks too (the previous "
+                    "--pin-cores; its small collectives then pay milliseconds training does not)")
     ap.add_argument("--delay-policy", default="dc2-aimd",
                     help="the delay-driven policies validated, comma-separated, of "
                     f"{', '.join(sorted(DELAY_POLICIES))} (default dc2-aimd)")
+    ap.add_argument("--latency-pings", type=int, default=20,
+                    help="latency pings of the delay-driven policies' real runs, priced alike "
+                    "in their simulated runs (default 20; 0: none, the previous "
+                    "runs)")
+    ap.add_argument("--rank-nice", type=int, default=0,
+                    help="scheduling priority of the measurements and real runs (root for < 0; "
+                    "default 0: unchanged)")
+    ap.add_argument("--runs-only", action="store_true",
+                    help="the transport measurements and real runs only, no simulation (with "
+                    "--keep; simulate later with --reuse)")
     args = ap.parse_args()
-    global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES, PIN_CORES
+    global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES, PIN_CORES, LATENCY_PINGS, RANK_NICE
+    global PIN_MICROBENCHMARK
+    PIN_MICROBENCHMARK = args.pin_microbenchmark
+    if args.latency_pings < 0:
+        sys.stderr.write(f"error: --latency-pings must be >= 0, got {args.latency_pings}\n")
+        return 2
+    if args.runs_only and not args.keep:
+        sys.stderr.write("error: --runs-only needs --keep DIR\n")
+        return 2
+    LATENCY_PINGS, RANK_NICE = args.latency_pings, args.rank_nice
     PIN_CORES = args.pin_cores
     delay = args.delay_policy.split(",")
     unknown = sorted(set(delay) - set(DELAY_POLICIES))
@@ -241,7 +331,13 @@ def main() -> int:
         tmp = Path(args.keep) if args.keep else Path(t)
         tmp.mkdir(parents=True, exist_ok=True)
         for n in (int(x) for x in args.ranks.split(",")):
+            if args.runs_only:
+                transport_calibration(tmp, n, REUSE)
+                real_runs(tmp, n, args.steps)
+                continue
             out.append(bench(tmp, n, args.steps))
+        if args.runs_only:
+            return 0
             if args.keep:
                 (tmp / "result.json").write_text(json.dumps(out, indent=2))
     if args.json:

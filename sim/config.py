@@ -191,6 +191,10 @@ class SimConfig:
             cost then hides in the iteration's communication (what exceeds it is charged).
             The three appear in :meth:`to_dict` only when set, so earlier configurations and
             their outputs are unchanged.
+        latency_pings: 0 (default: none) or the real hook's ``latency_pings``: before the first
+            controlled iteration the monitor gets the latency of a priced one-element
+            collective as its reference (:mod:`sim.control.pings`), and that iteration pays
+            the pings' time (serial, in ``compute_s``). In :meth:`to_dict` only when set.
 
     The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
     when not at their defaults, so earlier configurations (and their run ids) are unchanged.
@@ -237,6 +241,7 @@ class SimConfig:
     decision_s: float = 0.0
     measure_decisions: bool = False
     decision_lag: int = 0
+    latency_pings: int = 0
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives
@@ -268,6 +273,7 @@ class SimConfig:
             ("decision_s", 0.0),
             ("measure_decisions", False),
             ("decision_lag", 0),
+            ("latency_pings", 0),
         ):
             if d[name] == unset:
                 del d[name]
@@ -316,7 +322,7 @@ class SimConfig:
         # Integral floats from TOML/JSON (e.g. 64.0) are accepted for integer fields.
         for name in (
             "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
-            "shuffle_every", "mtu_bytes", "warmup_steps", "decision_lag",
+            "shuffle_every", "mtu_bytes", "warmup_steps", "decision_lag", "latency_pings",
         ):
             v = kw.get(name)
             if isinstance(v, float) and v.is_integer():

@@ -54,6 +54,7 @@ def validate_config(cfg: Any, fidelities: tuple[str, ...]) -> None:
     need_pos("intra_bandwidth_Bps", cfg.intra_bandwidth_Bps)
     need_int("dtype_bytes", cfg.dtype_bytes, 1)
     need_int("warmup_steps", cfg.warmup_steps, 0)
+    need_int("latency_pings", cfg.latency_pings, 0)
     if cfg.fidelity not in fidelities:
         raise InputError(
             f"fidelity must be one of {', '.join(fidelities)}, got {cfg.fidelity!r}"

@@ -51,6 +51,7 @@ import numpy as np
 import simpy
 
 from sim.compress.spec import check_compatible, get_spec
+from sim.control.pings import PING_BYTES, PING_COLLECTIVE
 from sim.control.progress import ProgressModel
 from sim.control.registry import policy_info
 from sim.control.types import COLLECTIVES, Controller, Decision, Observation
@@ -69,7 +70,7 @@ from sim.schema import SCHEMA_VERSION
 from traces.model import PiecewiseTrace, TraceSet
 
 from .cluster import Cluster, StragglerModel, unroll_horizon_s
-from .collectives import IntraNodeLink, collective_shape
+from .collectives import IntraNodeLink, collective_shape, collective_terms
 from .config import STEPWISE_FIDELITIES
 from .lossy_engine import LossTally, LossyLinks, loss_rng
 from .sync.sizing import group_size_and_intra
@@ -328,6 +329,16 @@ class IterationModel(WorkloadCosts):
         return IterationResult(
             compute, exposed, shift, compute + shift + exposed, comm, plan.payload_bytes
         )
+
+    def ping_s(self, start_s: float) -> tuple[float, float]:
+        """One latency ping (:mod:`sim.control.pings`) started at ``start_s``: its duration
+        (seconds) and its latency count."""
+        terms = collective_terms(PING_COLLECTIVE, self.cluster.n_workers, PING_BYTES)
+        link = self._link
+        dur = terms.n_alpha * link.latency_at(start_s) + terms.n_bytes / link.bandwidth_at(
+            start_s
+        )
+        return dur, terms.n_alpha
 
     def iteration_upper_s(self) -> float:
         """A generous bound on one iteration: dense, slowest collective, worst link state."""
@@ -642,7 +653,20 @@ def simulate(
                 decision = decision.with_sync(cfg.sync, cfg.groups, cfg.shuffle_every)
             plan = model.plan(decision, it)
             start = env.now
+            pings_s = 0.0
+            if it == cfg.warmup_steps and cfg.latency_pings and monitor is not None:
+                # The real hook's pings before its first controlled step: the latency
+                # reference of the monitor, their time serial on this iteration.
+                ping_s, ping_alpha = model.ping_s(start)
+                if ping_s > 0.0 and ping_alpha > 0.0:
+                    monitor.set_latency_reference(ping_s / ping_alpha)
+                pings_s = cfg.latency_pings * ping_s
+                start += pings_s
             res = model.run(plan, start, factor, None if warm else observe)
+            if pings_s:
+                start -= pings_s
+                res = replace(res, compute_s=res.compute_s + pings_s,
+                              iter_s=res.iter_s + pings_s)
             # A decision computed ahead hides in the iteration's network time (approximated
             # by its communication, overlapped or not); what is left, and a decision computed
             # at the step itself, runs on the critical path (the real hook's first bucket):

@@ -34,6 +34,7 @@ import numpy as np
 
 from sim.collectives import schedule_for
 from sim.compress.spec import check_compatible, get_spec
+from sim.control.pings import PING_BYTES, PING_COLLECTIVE
 from sim.control.types import Decision
 from sim.control.world import run_streams
 
@@ -168,6 +169,7 @@ class StepwiseIterationModel(WorkloadCosts):
         self._domains: np.ndarray | None = None
         self._grouped_cap = 64
         self._grouped_keys: list[tuple[Decision, tuple[tuple[int, ...], ...] | None]] = []
+        self._ping: tuple[CompiledSchedule, float] | None = None
 
     def groups_at(self, decision: Decision, step: int) -> tuple[tuple[int, ...], ...] | None:
         """The DS-Sync groups of ``decision`` at ``step`` (``None`` for plain allreduce): the
@@ -304,6 +306,17 @@ class StepwiseIterationModel(WorkloadCosts):
             0 if tally is None else tally.retx,
             0.0 if tally is None else tally.dropped_frac,
         )
+
+    def ping_s(self, start_s: float) -> tuple[float, float]:
+        """One latency ping (:mod:`sim.control.pings`) started at ``start_s`` through the
+        transport: its duration (seconds) and its latency count."""
+        if self._ping is None:
+            payload = get_spec("none").payload(1, 1.0, int(PING_BYTES))
+            s = schedule_for(PING_COLLECTIVE, self.topology.n_ranks, payload,
+                             gpus_per_node=self.topology.gpus_per_node)
+            self._ping = (self.network.compile(s), s.terms("net").n_alpha)
+        cs, n_alpha = self._ping
+        return self.network.run(cs, start_s), n_alpha
 
     def timeline(
         self, plan: StepwisePlan, start_s: float, factors: Factors, *, max_workers: int = 16

@@ -17,13 +17,13 @@ import torch
 import torch.distributed as dist
 
 from sim.collectives import collective_terms
+from sim.control.pings import PING_BYTES, PING_COLLECTIVE
 
 from .clock import CommClock
 
+# PING_COLLECTIVE: what a ping is priced as (its alpha-beta terms feed the emulator), shared
+# with the simulator's pings (sim.control.pings).
 __all__ = ["PING_COLLECTIVE", "measure_latency_s"]
-
-#: What a ping is priced as (its alpha-beta terms feed the emulator): an allgather of 4 bytes.
-PING_COLLECTIVE = "allgather"
 
 
 def measure_latency_s(
@@ -38,7 +38,7 @@ def measure_latency_s(
     ``count`` is 0 or there is one rank. A collective: every rank must call it."""
     if count <= 0 or world_size < 2:
         return None
-    terms = collective_terms(PING_COLLECTIVE, world_size, 4.0)
+    terms = collective_terms(PING_COLLECTIVE, world_size, PING_BYTES)
     one = torch.zeros(1, dtype=torch.float32, device=device)
     parts = [torch.empty_like(one) for _ in range(world_size)]
     spans: list[float] = []

@@ -1,0 +1,76 @@
+"""``benchmarks/bench_netns_validation.py`` without network namespaces: the order of the real
+runs (calibration and validated interleaved), which runs ping, the priority block and the
+argument errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_netns_validation.py"
+
+
+def _module() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_netns_validation", _PATH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_netns_validation"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_runs_interleave_calibration_and_validation(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = _module()
+    done: list[tuple[str, int, str]] = []
+
+    def fake_run(tmp: Path, name: str, n: int, policy: str, params: dict[str, Any],
+                 trace: str, seed: int, steps: int, agreement: str = "auto") -> Path:
+        done.append((name, steps, agreement))
+        return tmp / name
+
+    monkeypatch.setattr(mod, "run_one", fake_run)
+    runs = mod.real_runs(tmp_path, 2, 100)
+    names = [d[0] for d in done]
+    assert names[0] == "n2-cal-dense" and names[3] == "n2-cal-topk"
+    assert names[6] == "n2-cal-topk-agree"
+    cal = [i for i, x in enumerate(names) if "-cal-" in x]
+    assert cal == [0, 3, 6]  # validated runs between the calibration runs
+    assert len(names) == 3 + 2 * len(mod.POLICIES) and len(set(names)) == len(names)
+    assert set(runs) == set(names)
+    assert dict((d[0], d[2]) for d in done)["n2-cal-topk-agree"] == "each-step"
+    assert dict((d[0], d[1]) for d in done)["n2-val-fixed-topk-10%-stepped"] == 300
+
+
+def test_only_adaptive_policies_ping() -> None:
+    mod = _module()
+    assert mod._pings("dense") == 0 and mod._pings("fixed") == 0
+    assert mod._pings("dc2-pi") == mod.LATENCY_PINGS > 0
+
+
+def test_priority_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = _module()
+    prio = {"now": 0}
+    monkeypatch.setattr(mod.os, "getpriority", lambda which, who: prio["now"])
+    monkeypatch.setattr(mod.os, "setpriority",
+                        lambda which, who, value: prio.__setitem__("now", value))
+    with mod._priority(-5):
+        assert prio["now"] == -5
+    assert prio["now"] == 0
+    with mod._priority(0):
+        assert prio["now"] == 0
+
+
+@pytest.mark.parametrize("argv", [["--latency-pings", "-1"], ["--runs-only"],
+                                  ["--delay-policy", "nope"]])
+def test_bad_arguments_exit_2(argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    mod = _module()
+    monkeypatch.setattr(sys, "argv", ["bench_netns_validation.py", *argv])
+    assert mod.main() == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
