@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "tta_table.py"
 
@@ -51,10 +52,11 @@ def test_summary_counts_the_done_when_bars() -> None:
 def test_held_out_real_traces_are_in_the_repository() -> None:
     tt = _module()
     root = _PATH.parents[1]
-    for held in (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4):
+    for held in (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4, tt.HELD_OUT_5):
         files = [t for t in held if t.endswith(".csv")]
         assert files, "each held-out set names at least one imported real trace"
-    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2, *tt.HELD_OUT_3, *tt.HELD_OUT_4)
+    for f in [t for t in (*tt.HELD_OUT, *tt.HELD_OUT_2, *tt.HELD_OUT_3, *tt.HELD_OUT_4,
+                          *tt.HELD_OUT_5)
               if t.endswith(".csv")]:
         text = (root / f).read_text()
         assert "# source:" in text and "time_s,latency_s,bandwidth_Bps" in text
@@ -115,6 +117,44 @@ def test_fourth_held_out_geo_pairs_file_is_what_its_script_writes(tmp_path: Path
                                ).read_text()
 
 
+def test_fifth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    tt = _module()
+    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4)
+    earlier = set(tt.BUNDLED).union(*older)
+    assert not set(tt.HELD_OUT_5) & earlier
+
+    def seeds(held: dict[str, str]) -> set[str]:
+        return {p.split(":")[-1] for t in held for p in t.split(",")
+                if p.split(":")[-1].startswith("seed=")}
+
+    assert seeds(tt.HELD_OUT_5) and not seeds(tt.HELD_OUT_5) & set().union(
+        *(seeds(h) for h in older))
+    # Generator specs differ from every earlier one in more than the seed.
+    def unseeded(t: str) -> str:
+        return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
+
+    assert not {unseeded(t) for t in tt.HELD_OUT_5} & {unseeded(t) for t in earlier}
+    files = [t for t in tt.HELD_OUT_5 if t.endswith(".csv")]
+    assert len(files) == 2 and all(Path(f).name.startswith("heldout5-") for f in files)
+
+
+def test_fifth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "make_heldout5_traces", _PATH.parent / "make_heldout5_traces.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main([str(tmp_path)]) == 0
+    for name in ("heldout5-tram-queue.csv", "heldout5-geo-rings.csv"):
+        assert (tmp_path / name).read_text() == (
+            _PATH.parents[1] / "benchmarks/data" / name).read_text()
+    # The queue's latency moves against the bandwidth: 1 ms + 256 KiB / bandwidth.
+    rows = [r.split(",") for r in (tmp_path / "heldout5-tram-queue.csv").read_text(
+        ).splitlines() if r[:1].isdigit()]
+    for _, lat, bw in rows:
+        assert float(lat) == pytest.approx(1e-3 + 262_144 / float(bw))
+
+
 def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:
     spec = importlib.util.spec_from_file_location(
         "bench_real_tta", _PATH.parent / "bench_real_tta.py")
@@ -127,3 +167,38 @@ def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:
                         "iter_s": [1.0] * n})
     assert mod.time_to_target_s(rec, 1.5) == 20.0
     assert math.isinf(mod.time_to_target_s(rec, 0.5))
+
+
+def test_reuse_runs_only_the_named_policies_and_keeps_the_rest() -> None:
+    """With a saved cell, the fixed densities and the other policies are taken over as saved and
+    only the named policy is simulated (its time is the same as a full run's); a cell the saved
+    run lacks is refused."""
+    from sim.errors import InputError
+
+    tt = _module()
+    trace = tt.BUNDLED[0]
+    saved = tt.Scenario(trace, "lstm-ptb", 8, "c", 1.0, {1.0: 123.0, 0.1: 45.0},
+                        {"oracle": 40.0, "mpc": 41.0, "dense": 999.0})
+    fresh = tt.Scenario(trace, "lstm-ptb", 8, "c")
+    out = tt.run_all([fresh], policies=["dense"], known=[saved])[0]
+    assert out.fixed == saved.fixed
+    assert out.policies["oracle"] == 40.0 and out.policies["mpc"] == 41.0
+    full = tt.run_scenario(tt.Scenario(trace, "lstm-ptb", 8, "c"), ["dense"])
+    assert out.policies["dense"] == full.policies["dense"] != 999.0
+    with pytest.raises(InputError, match="no cell"):
+        tt.run_all([tt.Scenario(trace, "lstm-ptb", 64, "c")], policies=["dense"], known=[saved])
+
+
+@pytest.mark.parametrize("extra", [[], ["--policies", "mpc"]])
+def test_bench_controllers_reuse_errors_are_one_line_and_exit_2(tmp_path: Path,
+                                                                 extra: list[str]) -> None:
+    """--reuse without --policies, or of a file that is not there: one line, status 2."""
+    import subprocess
+
+    script = _PATH.parent / "bench_controllers.py"
+    res = subprocess.run([sys.executable, str(script), "--tta", "--reuse",
+                          str(tmp_path / "missing.json"), *extra],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("bench_controllers: ")
+    assert res.stdout == ""

@@ -53,7 +53,12 @@ estimates before it, it is more than ``collective_regret`` times slower than tha
 cheapest; then each bucket goes over the collective whose worst ratio to the cheapest over the
 four is least. At 1,024 workers a collective chosen on one wrong latency/bandwidth split (an
 iteration spanning several link changes) costs 10-100x; a link that really moved moves the next
-estimates too, and the choice follows once they agree.
+estimates too, and the choice follows once they agree. The hedge also prices the latency the
+history shows the next iteration may meet: the latest estimate plus ``spread`` times the spread
+of the latency's move over one iteration (:class:`LatencyDiffusion`: the rate of the squared
+moves of the estimate per second of run, over the last ``history`` observations). A latency
+resting at zero shows no risk in the last estimates, yet one that walked can only rise from
+there, and a ring over 1,024 workers pays 2,046 latencies per bucket.
 
 A collective never run yet gets half the mean log correction of those that were (a correction
 absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
@@ -93,7 +98,7 @@ from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED
 from ..types import Decision, Observation
 from .density_base import DensityPolicy, iteration_time_s
-from .mpc_forecast import LinkForecast, steps_to_progress
+from .mpc_forecast import LatencyDiffusion, LinkForecast, steps_to_progress
 from .mpc_plan import MpcPlanning
 
 __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
@@ -225,7 +230,9 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         # links whose latency nears zero, and a log-space level test on a signal clipped at a
         # floor finds shifts that are the fit's, not the link's (regimes of a few observations
         # with no spread, planned on with false confidence).
-        self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S)
+        self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S, walk=True)
+        self._lat_moves = LatencyDiffusion(self.history)
+        self._last_it_s = 0.0  # the last iteration's seconds: the next decision's exposure
         self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
                                 self.replan_change)
         #: The monitor's latest (latency, bandwidth) estimates, newest last.
@@ -285,6 +292,10 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             self._links.append((obs.latency_s or 0.0, obs.bandwidth_Bps))
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
+        it_s = iteration_time_s(obs)
+        if it_s is not None and obs.latency_s is not None:
+            self._lat_moves.update(obs.latency_s, it_s)
+            self._last_it_s = it_s
         if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
             self._bw.update(obs.bandwidth_Bps)
         self._learn_window(obs)
@@ -318,8 +329,12 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         elif self.collective_regret > 0.0 and len(self._bw) > 0:
             # The latest estimate and the ones before it: a collective the latest alone
             # makes cheapest must not be many times the best on the link just measured.
-            links = [(obs.latency_s or 0.0, obs.bandwidth_Bps),
-                     *list(self._links)[-_HEDGE_RECENT - 1:-1]]
+            lat = obs.latency_s or 0.0
+            links = [(lat, obs.bandwidth_Bps), *list(self._links)[-_HEDGE_RECENT - 1:-1]]
+            # And the latency the history says the next iteration may meet (module doc).
+            rise = self.spread * self._lat_moves.spread_s(self._last_it_s)
+            if rise > 0.0:
+                links.append((lat + rise, obs.bandwidth_Bps))
             choice = self._robust_choice(obs, self.density, links, self.collective_regret)
         else:
             choice = self._comm_s(obs, self.density, obs.latency_s or 0.0, obs.bandwidth_Bps)[0]

@@ -1,13 +1,14 @@
 """Link forecasts of :mod:`sim.control.policies.mpc`: level, trend and spread of a monitor
 signal in log space, cut at the last level shift, and the iterations a constant gain needs for
-a given progress (kept for callers and tests; the planner runs the model chunk by chunk)."""
+a given progress (kept for callers and tests; the planner runs the model chunk by chunk), and
+the rate a latency estimate moves at (:class:`LatencyDiffusion`)."""
 
 from __future__ import annotations
 
 import math
 from collections import deque
 
-__all__ = ["LinkForecast", "steps_to_progress"]
+__all__ = ["LatencyDiffusion", "LinkForecast", "steps_to_progress"]
 
 
 class LinkForecast:
@@ -19,10 +20,15 @@ class LinkForecast:
     least ``regime_steps`` observations, only the observations since the shift count (the
     level, trend, spread and median describe the link in force, not the one before it). A
     shift younger than that may be a spike passing, and the whole window still counts.
+
+    With ``walk`` the window is also read as a random walk seen through noise (:meth:`walk`):
+    the forecast's centre and the median move towards the walk's latest level by the share of
+    the increments' variance the walk explains (a process-type reading from the history, not
+    a fixed model: noise around a level keeps the fit, a walk is forecast by its last level).
     """
 
     def __init__(self, history: int, floor: float = 0.0, regime_steps: int = 0,
-                 shift: float = 0.25) -> None:
+                 shift: float = 0.25, walk: bool = False) -> None:
         self._xs: deque[float] = deque(maxlen=history)
         self._floor = float(floor)
         self._regime_steps = int(regime_steps)
@@ -31,6 +37,9 @@ class LinkForecast:
         self._seen = 0
         #: :meth:`fit` of the current window (a plan asks for it once per density and case).
         self._fit: tuple[float, float, float] | None = None
+        self._walk_on = bool(walk)
+        #: :meth:`walk` of the current window.
+        self._walk: tuple[float, float, float, float] | None = None
 
     def update(self, value: float) -> None:
         """Add one observation (positive; raised to the floor first, so that a signal touching
@@ -39,6 +48,7 @@ class LinkForecast:
         self._seen += 1
         self._cut = None
         self._fit = None
+        self._walk = None
 
     def regime_start(self) -> int:
         """Number of observations before the regime in force (the accepted level shift; the
@@ -82,17 +92,66 @@ class LinkForecast:
         std = math.sqrt(sum(r * r for r in res) / (n - 2))
         return level, slope, std
 
+    def walk(self) -> tuple[float, float, float, float]:
+        """``(share, level, move variance, noise variance)`` of the window read as a local
+        level (a random walk seen through noise, in log units): from the increments' variance
+        ``g0`` and lag-1 autocovariance ``g1`` (the walk's moves add ``q`` to ``g0`` and
+        nothing to ``g1``; measurement noise of variance ``r`` adds ``2 r`` to ``g0`` and
+        ``-r`` to ``g1``), ``r = -g1`` and ``q = g0 - 2 r``, bounded to ``[0, g0]``. ``share``
+        is ``q / g0``: 1 for a pure random walk (the best forecast is the last level, its
+        spread grows like the square root of the horizon), 0 for noise around a level (the
+        window's fit is the forecast). ``level`` is the walk's filtered latest level (the
+        steady-state Kalman filter of the local level model, an EWMA with gain from
+        ``q / r``). ``(0, last, 0, 0)`` when off, under four observations, or when the window
+        came within :data:`_FLOOR_CLEARANCE` times the signal's floor."""
+        if self._walk is None:
+            self._walk = self._walk_window()
+        return self._walk
+
+    def _walk_window(self) -> tuple[float, float, float, float]:
+        xs = self._regime()
+        if not self._walk_on or len(xs) < 4:
+            return 0.0, xs[-1] if xs else 0.0, 0.0, 0.0
+        if self._floor > 0.0 and min(xs) < math.log(_FLOOR_CLEARANCE * self._floor):
+            # A signal that touched its floor: in log space the clipping makes moves of
+            # orders of magnitude that are the floor's, not the link's.
+            return 0.0, xs[-1], 0.0, 0.0
+        d = [b - a for a, b in zip(xs, xs[1:], strict=False)]
+        m = sum(d) / len(d)
+        g0 = sum((x - m) ** 2 for x in d) / len(d)
+        if not g0 > 0.0:
+            return 0.0, xs[-1], 0.0, 0.0
+        g1 = sum((a - m) * (b - m) for a, b in zip(d, d[1:], strict=False)) / len(d)
+        r = min(0.5 * g0, max(0.0, -g1))
+        q = max(0.0, g0 - 2.0 * r)
+        share = q / g0
+        if r <= 0.0:
+            return share, xs[-1], q, r
+        ratio = q / r
+        gain = 0.5 * (-ratio + math.sqrt(ratio * ratio + 4.0 * ratio))
+        level = xs[0]
+        for x in xs[1:]:
+            level += gain * (x - level)
+        return share, level, q, r
+
     def median(self, default: float = 0.0) -> float:
-        """Median of the window (``default`` before any observation)."""
+        """Median of the window (``default`` before any observation); with the walk reading
+        on, moved towards the walk's latest level by its share (a walk does not come back to
+        where it was)."""
         if not self._xs:
             return default
         xs = sorted(self._regime())
         m = len(xs) // 2
-        return math.exp(xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m]))
+        med = xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
+        share, level, _, _ = self.walk()
+        return math.exp(med + share * (level - med))
 
     def at(self, steps_ahead: float, z: float, default: float = 0.0) -> float:
         """Forecast ``steps_ahead`` observations ahead, ``z`` spreads away from the trend
-        (``default`` before any observation)."""
+        (``default`` before any observation). With the walk reading on, the centre moves
+        from the window's trend towards the walk's latest level by the walk's share (a
+        regression line through a random walk lags it: for a walk the best point forecast is
+        the last level)."""
         if not self._xs:
             return default
         level, slope, std = self.fit()
@@ -101,9 +160,48 @@ class LinkForecast:
         xs = self._regime()
         ahead = min(steps_ahead, float(len(xs)))
         centre = min(max(xs), max(min(xs), level + slope * ahead))
+        share, walk_level, _, _ = self.walk()
+        # The spread stays the fit's: widened like a walk's (the square root of the horizon)
+        # it priced latency spikes of orders of magnitude on walks near zero (tried, not
+        # kept: docs/benchmarks/controllers.md).
+        centre += share * (walk_level - centre)
         return math.exp(centre + z * std)
 
 
+class LatencyDiffusion:
+    """How fast a latency estimate has moved: the rate of its quadratic variation (seconds
+    squared of latency per second of run) over the last ``history`` observations.
+
+    For a latency that random-walks (additively, as the generators' walk and real queueing
+    delay do), the move over the next ``h`` seconds has a spread of ``sqrt(rate * h)``: what
+    the history shows the latency could reach within one iteration, even while the latest
+    estimates sit still (at a floor, say). A level that holds yields a rate of zero.
+    """
+
+    def __init__(self, history: int) -> None:
+        #: ``(squared move, seconds)`` between consecutive estimates, newest last.
+        self._steps: deque[tuple[float, float]] = deque(maxlen=history)
+        self._last: float | None = None
+
+    def update(self, latency_s: float, elapsed_s: float) -> None:
+        """Add the estimate ``latency_s`` observed ``elapsed_s`` seconds after the previous
+        one (the first observation only sets the level)."""
+        if self._last is not None and elapsed_s > 0.0:
+            self._steps.append(((latency_s - self._last) ** 2, elapsed_s))
+        self._last = latency_s
+
+    def spread_s(self, horizon_s: float) -> float:
+        """Spread (standard deviation, seconds) of the latency's move over ``horizon_s``
+        seconds (0 before two observations)."""
+        if not self._steps or not horizon_s > 0.0:
+            return 0.0
+        sq = sum(s for s, _ in self._steps)
+        dt = sum(d for _, d in self._steps)
+        return math.sqrt(sq / dt * horizon_s)
+
+
+#: A walk reading needs the window at least this many times above the signal's floor.
+_FLOOR_CLEARANCE = 10.0
 #: Share of a window's variance two constant levels must explain to count as a level shift.
 _SHIFT_SHARE = 0.8
 
