@@ -40,6 +40,7 @@ from sim.control import Observation, make_policy, policy_info, policy_names
 from sim.control import monitor as monitor_mod
 from sim.control.monitor import LinkMonitor
 from sim.control.selector import collective_cost_terms, select_collective
+from sim.errors import InputError
 
 WORLD, GRAD_BYTES = 64, 100_000_000
 
@@ -157,11 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subset", action="store_true",
                         help="--tta: three traces x resnet50, lstm-ptb x 8, 64 workers "
                              "(for the slow stepwise fidelity)")
+    parser.add_argument("--reuse", metavar="JSON",
+                        help="--tta: take the fixed densities and every policy not named in "
+                             "--policies from this saved --tta --json output of the same set "
+                             "(code that gives them unchanged), and simulate only --policies")
     parser.add_argument("--markdown", metavar="JSON",
                         help="--tta: print the Markdown tables of a saved --tta --json output")
     args = parser.parse_args(argv)
     if args.tta:
-        return _tta(args)
+        try:
+            return _tta(args)
+        except (InputError, OSError, ValueError, KeyError) as exc:
+            sys.stderr.write(f"bench_controllers: {exc}\n")
+            return 2
     steps = 200 if args.quick else 1000
     rows: list[dict[str, Any]] = []
 
@@ -214,16 +223,23 @@ def _tta(args: argparse.Namespace) -> int:
         traces = dict(tt.HELD_OUT)
     else:
         traces = {t: tt.CLASSES[t] for t in tt.BUNDLED}
-    workloads, workers = (("resnet50",), (8, 64)) if args.quick else (tt.WORKLOADS, tt.WORKERS)
+    workloads: tuple[str, ...] = ("resnet50",) if args.quick else tuple(tt.WORKLOADS)
+    workers: tuple[int, ...] = (8, 64) if args.quick else tuple(tt.WORKERS)
     if args.subset:
         traces = {t: c for t, c in traces.items() if t in tt.SUBSET_TRACES} or dict(
             list(traces.items())[:3])
         workloads, workers = ("resnet50", "lstm-ptb"), (8, 64)
     pols = [p for p in args.policies.split(",") if p] or None
-    if pols is not None and "oracle" not in pols:
+    known = None
+    if args.reuse:
+        if pols is None:
+            raise InputError("--reuse needs --policies: the policies to simulate again")
+        with open(args.reuse) as fh:
+            known = tt.from_json(json.load(fh))
+    elif pols is not None and "oracle" not in pols:
         pols.append("oracle")  # every ratio of the table is to the oracle
     scs = tt.run_all(tt.scenarios(traces, workloads, workers), jobs=args.jobs,
-                     fidelity=args.fidelity, policies=pols)
+                     fidelity=args.fidelity, policies=pols, known=known)
     summary = tt.summarise(scs)
     if args.json:
         rows = [{"trace": s.trace, "workload": s.workload, "workers": s.workers,

@@ -1,7 +1,7 @@
 """What one ``mpc`` decision costs: plan and decide() wall time, this tree against a baseline.
 
 Usage: ``python benchmarks/bench_mpc_plan.py [--baseline REV] [--repeats 5] [--params k=v:k=v]
-[--stream FILE:WORKLOAD:TARGET] [--profile N] [--json]``.
+[--stream FILE:WORKLOAD:TARGET [--streams-only]] [--profile N] [--breakdown] [--json]``.
 
 Observation streams are recorded once from simulated runs (:data:`SCENARIOS`: the real-run
 benchmark's stepped trace on digits-mlp and two bundled-style scenarios); every
@@ -171,6 +171,66 @@ def _replay(cls: type, stream: list[Any], params: dict[str, Any], workload: str
     return total, plan_s[0], int(plan_s[1]), decisions
 
 
+#: Parts of a decision timed by ``--breakdown``: (label, attribute of the controller or of its
+#: bandwidth forecast); the parts nest as listed (``_track`` holds the two learners).
+PARTS = (("learn measured-over-predicted corrections", "_learn_correction"),
+         ("learn the overlap window", "_learn_window"),
+         ("track: model state, forecasts, learners", "_track"),
+         ("regime (level-shift) test", "bw.regime_start"),
+         ("collective choice", "_robust_choice"),
+         ("plan: pricing every density", "_iteration_s_on"),
+         ("plan: all of it", "_plan"))
+
+
+def _timed(fn: Any, label: str, spent: dict[str, float], calls: dict[str, int]) -> Any:
+    """``fn`` adding its wall seconds to ``spent[label]`` and counting its calls."""
+    def wrapper(*a: Any, **k: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[label] += time.perf_counter() - t
+            calls[label] += 1
+    return wrapper
+
+
+def _breakdown(stream: list[Any], params: dict[str, Any], workload: str, rounds: int
+               ) -> dict[str, Any]:
+    """Seconds per decision spent in each of :data:`PARTS` (median over ``rounds`` replays of
+    ``stream`` into this tree's controller, each part's wall time summed over the stream), the
+    decide() total, and how many steps planned."""
+    from sim.control.policies.mpc import MpcPolicy
+    from sim.control.progress import ProgressModel
+    from sim.control.world import controller_seed
+
+    per: dict[str, list[float]] = {label: [] for label, _ in PARTS}
+    totals: list[float] = []
+    plans = 0
+    for _ in range(rounds):
+        ctl = MpcPolicy(**params)
+        ctl.reset(seed=controller_seed(1))
+        ctl.bind_progress(ProgressModel.for_workload(workload))
+        spent = dict.fromkeys(per, 0.0)
+        calls = dict.fromkeys(per, 0)
+        for label, attr in PARTS:
+            # The forecast is the controller's for the whole replay (no reset in between).
+            owner, name = (ctl._bw, "regime_start") if attr.startswith("bw.") else (ctl, attr)
+            setattr(owner, name, _timed(getattr(owner, name), label, spent, calls))
+        total = 0.0
+        for obs in stream:
+            t = time.perf_counter()
+            ctl.decide(obs)
+            total += time.perf_counter() - t
+        totals.append(total / len(stream))
+        for label in per:
+            per[label].append(spent[label] / len(stream))
+        plans = calls["plan: all of it"]
+    out = {label: statistics.median(v) for label, v in per.items()}
+    out["decide() in all"] = statistics.median(totals)
+    out["plans"] = plans
+    return out
+
+
 def _profile(stream: list[Any], params: dict[str, Any], workload: str, top: int) -> None:
     """This tree's replay of ``stream`` under cProfile: its ``top`` functions by own time,
     to stderr."""
@@ -200,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="also profile this tree's replay of each stream (cProfile) and "
                         "print its N costliest functions (own time) to stderr")
+    parser.add_argument("--streams-only", action="store_true",
+                        help="replay only the --stream recordings, not the simulated streams")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time the parts of this tree's decisions on each stream "
+                        "(model and learners, regime test, collective choice, plan pricing, "
+                        "plans): microseconds per decision")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     from sim.control.policies.mpc import MpcPolicy
@@ -209,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         impls[f"baseline {args.baseline}"] = _baseline_class(args.baseline)
     result: dict[str, Any] = {"params": args.params, "repeats": args.repeats, "scenarios": []}
     cases: list[tuple[tuple[str, int, str, int, float], list[Any] | None]] = [
-        (scn, None) for scn in SCENARIOS]
+        (scn, None) for scn in (() if args.streams_only else SCENARIOS)]
     for spec in args.stream:
         path, workload, target = spec.rsplit(":", 2)
         cases.append(((workload, 0, f"recorded {Path(path).name}", 0, float(target)),
@@ -230,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             _profile(stream, params, scn[0], args.profile)
         row: dict[str, Any] = {"scenario": list(scn[:4]), "decisions": len(stream)}
+        if args.breakdown:
+            row["breakdown_s"] = _breakdown(stream, params, scn[0], args.repeats)
         for name, rs in rounds.items():
             # A step that did not plan: what is left of decide() over the other steps.
             steps = [(r[0] - r[1]) / max(len(stream) - r[2], 1) for r in rs]
@@ -251,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.baseline:
                 line += f"; plan time ratio {row['plan_ratio']:.3f}"
             sys.stdout.write(line + "\n")
+            if args.breakdown:
+                parts = row["breakdown_s"]
+                sys.stdout.write("  per decision: " + "; ".join(
+                    f"{k} {v * 1e6:.1f} us" for k, v in parts.items() if k != "plans")
+                    + f" ({parts['plans']} plans)\n")
     if args.json:
         sys.stdout.write(json.dumps(result, indent=1) + "\n")
     return 0

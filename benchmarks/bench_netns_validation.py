@@ -336,10 +336,10 @@ def main() -> int:
                 real_runs(tmp, n, args.steps)
                 continue
             out.append(bench(tmp, n, args.steps))
-        if args.runs_only:
-            return 0
             if args.keep:
                 (tmp / "result.json").write_text(json.dumps(out, indent=2))
+        if args.runs_only:
+            return 0
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

@@ -27,6 +27,7 @@ import numpy as np
 
 from sim.control import policy_info, policy_names
 from sim.convergence import ConvergenceModel, trace_for_profile
+from sim.errors import InputError
 from sim.runner import SimConfig, run_simulation
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -188,11 +189,20 @@ def _run(trace: str, workload: str, workers: int, policy: str, iters: int,
     return rec
 
 
-def run_scenario(sc: Scenario, policies: Sequence[str], fidelity: str = "analytic") -> Scenario:
-    """Fill ``sc`` with every fixed density's and every policy's time to target."""
+def run_scenario(sc: Scenario, policies: Sequence[str], fidelity: str = "analytic",
+                 known: Scenario | None = None) -> Scenario:
+    """Fill ``sc`` with every fixed density's and every policy's time to target.
+
+    ``known``: the same cell from an earlier run whose code gives the same fixed-density and
+    other-policy times: its fixed densities and its policies not in ``policies`` are taken
+    over, and only ``policies`` are simulated again.
+    """
     sc.target = target_progress(sc.workload)
     iters = int(6 * sc.target)
-    for d in GRID:
+    if known is not None:
+        sc.fixed = dict(known.fixed)
+        sc.policies = {k: v for k, v in known.policies.items() if k not in policies}
+    for d in GRID if known is None else ():
         comp = "none" if d >= 1.0 else "topk"
         rec = _run(sc.trace, sc.workload, sc.workers, "fixed", iters,
                    (("density", d), ("compressor", comp), ("collective", "auto")), fidelity)
@@ -212,18 +222,27 @@ def scenarios(traces: dict[str, str], workloads: Sequence[str], workers: Sequenc
     return [Scenario(t, w, n, c) for t, c in traces.items() for w in workloads for n in workers]
 
 
-def _one(args: tuple[Scenario, tuple[str, ...], str]) -> Scenario:
+def _one(args: tuple[Scenario, tuple[str, ...], str, Scenario | None]) -> Scenario:
     return run_scenario(*args)
 
 
 def run_all(scs: list[Scenario], jobs: int = 1, fidelity: str = "analytic",
-            policies: Sequence[str] | None = None) -> list[Scenario]:
+            policies: Sequence[str] | None = None,
+            known: Sequence[Scenario] | None = None) -> list[Scenario]:
     """Run every scenario (``jobs`` processes): every registered policy (the oracle the only
-    sim-only one), or ``policies``."""
+    sim-only one), or ``policies``. ``known``: an earlier run of the same cells
+    (:func:`run_scenario`); a cell missing from it is an :class:`~sim.errors.InputError`."""
     pols = tuple(policies) if policies is not None else tuple(
         n for n in policy_names() if n != "fixed" and
         (not policy_info(n).sim_only or n == "oracle"))
-    work = [(sc, pols, fidelity) for sc in scs]
+    by_cell = {(k.trace, k.workload, k.workers): k for k in known or ()}
+    if known is not None:
+        missing = [c for c in ((s.trace, s.workload, s.workers) for s in scs) if c not in by_cell]
+        if missing:
+            raise InputError(f"the saved run has no cell {missing[0]} (and {len(missing) - 1} "
+                             "more): reuse the output of the same set and --subset")
+    work = [(sc, pols, fidelity, by_cell.get((sc.trace, sc.workload, sc.workers)))
+            for sc in scs]
     if jobs <= 1:
         return [_one(w) for w in work]
     with ProcessPoolExecutor(jobs) as pool:

@@ -167,3 +167,38 @@ def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:
                         "iter_s": [1.0] * n})
     assert mod.time_to_target_s(rec, 1.5) == 20.0
     assert math.isinf(mod.time_to_target_s(rec, 0.5))
+
+
+def test_reuse_runs_only_the_named_policies_and_keeps_the_rest() -> None:
+    """With a saved cell, the fixed densities and the other policies are taken over as saved and
+    only the named policy is simulated (its time is the same as a full run's); a cell the saved
+    run lacks is refused."""
+    from sim.errors import InputError
+
+    tt = _module()
+    trace = tt.BUNDLED[0]
+    saved = tt.Scenario(trace, "lstm-ptb", 8, "c", 1.0, {1.0: 123.0, 0.1: 45.0},
+                        {"oracle": 40.0, "mpc": 41.0, "dense": 999.0})
+    fresh = tt.Scenario(trace, "lstm-ptb", 8, "c")
+    out = tt.run_all([fresh], policies=["dense"], known=[saved])[0]
+    assert out.fixed == saved.fixed
+    assert out.policies["oracle"] == 40.0 and out.policies["mpc"] == 41.0
+    full = tt.run_scenario(tt.Scenario(trace, "lstm-ptb", 8, "c"), ["dense"])
+    assert out.policies["dense"] == full.policies["dense"] != 999.0
+    with pytest.raises(InputError, match="no cell"):
+        tt.run_all([tt.Scenario(trace, "lstm-ptb", 64, "c")], policies=["dense"], known=[saved])
+
+
+@pytest.mark.parametrize("extra", [[], ["--policies", "mpc"]])
+def test_bench_controllers_reuse_errors_are_one_line_and_exit_2(tmp_path: Path,
+                                                                 extra: list[str]) -> None:
+    """--reuse without --policies, or of a file that is not there: one line, status 2."""
+    import subprocess
+
+    script = _PATH.parent / "bench_controllers.py"
+    res = subprocess.run([sys.executable, str(script), "--tta", "--reuse",
+                          str(tmp_path / "missing.json"), *extra],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("bench_controllers: ")
+    assert res.stdout == ""
