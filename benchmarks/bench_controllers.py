@@ -33,6 +33,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sim.collectives import ring_allreduce
@@ -162,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="--tta: take the fixed densities and every policy not named in "
                              "--policies from this saved --tta --json output of the same set "
                              "(code that gives them unchanged), and simulate only --policies")
+    parser.add_argument("--checkpoint", metavar="JSONL",
+                        help="--tta: append each finished scenario to this file and, when it "
+                             "already holds scenarios of the same run (an interrupted one), "
+                             "take them from it instead of simulating them again")
     parser.add_argument("--markdown", metavar="JSON",
                         help="--tta: print the Markdown tables of a saved --tta --json output")
     args = parser.parse_args(argv)
@@ -239,13 +244,11 @@ def _tta(args: argparse.Namespace) -> int:
     elif pols is not None and "oracle" not in pols:
         pols.append("oracle")  # every ratio of the table is to the oracle
     scs = tt.run_all(tt.scenarios(traces, workloads, workers), jobs=args.jobs,
-                     fidelity=args.fidelity, policies=pols, known=known)
+                     fidelity=args.fidelity, policies=pols, known=known,
+                     checkpoint=Path(args.checkpoint) if args.checkpoint else None)
     summary = tt.summarise(scs)
     if args.json:
-        rows = [{"trace": s.trace, "workload": s.workload, "workers": s.workers,
-                 "class": s.net_class, "target_progress": s.target,
-                 "fixed": {str(k): v for k, v in s.fixed.items()}, "policies": s.policies}
-                for s in scs]
+        rows = [tt.to_row(s) for s in scs]
         sys.stdout.write(json.dumps({"scenarios": rows, "summary": summary}, indent=1) + "\n")
         return 0
     sys.stdout.write(tt.format_table(scs))

@@ -16,9 +16,11 @@ Used by ``benchmarks/bench_controllers.py --tta``.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,10 +230,13 @@ def _one(args: tuple[Scenario, tuple[str, ...], str, Scenario | None]) -> Scenar
 
 def run_all(scs: list[Scenario], jobs: int = 1, fidelity: str = "analytic",
             policies: Sequence[str] | None = None,
-            known: Sequence[Scenario] | None = None) -> list[Scenario]:
+            known: Sequence[Scenario] | None = None,
+            checkpoint: Path | None = None) -> list[Scenario]:
     """Run every scenario (``jobs`` processes): every registered policy (the oracle the only
     sim-only one), or ``policies``. ``known``: an earlier run of the same cells
-    (:func:`run_scenario`); a cell missing from it is an :class:`~sim.errors.InputError`."""
+    (:func:`run_scenario`); a cell missing from it is an :class:`~sim.errors.InputError`.
+    ``checkpoint``: a JSON-lines file each finished cell is appended to as it finishes; the
+    cells already there (same fidelity and policies) are taken from it, not run again."""
     pols = tuple(policies) if policies is not None else tuple(
         n for n in policy_names() if n != "fixed" and
         (not policy_info(n).sim_only or n == "oracle"))
@@ -241,12 +246,52 @@ def run_all(scs: list[Scenario], jobs: int = 1, fidelity: str = "analytic",
         if missing:
             raise InputError(f"the saved run has no cell {missing[0]} (and {len(missing) - 1} "
                              "more): reuse the output of the same set and --subset")
+    done = _read_checkpoint(checkpoint, fidelity, pols) if checkpoint is not None else {}
     work = [(sc, pols, fidelity, by_cell.get((sc.trace, sc.workload, sc.workers)))
-            for sc in scs]
+            for sc in scs if (sc.trace, sc.workload, sc.workers) not in done]
+
+    def keep(sc: Scenario) -> Scenario:
+        done[(sc.trace, sc.workload, sc.workers)] = sc
+        if checkpoint is not None:
+            with open(checkpoint, "a") as fh:
+                fh.write(json.dumps({"fidelity": fidelity, "policies_run": list(pols),
+                                     **to_row(sc)}) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        return sc
+
     if jobs <= 1:
-        return [_one(w) for w in work]
-    with ProcessPoolExecutor(jobs) as pool:
-        return list(pool.map(_one, work))
+        for w in work:
+            keep(_one(w))
+    else:
+        with ProcessPoolExecutor(jobs) as pool:
+            for fut in as_completed([pool.submit(_one, w) for w in work]):
+                keep(fut.result())  # as each finishes, so a stop loses only running cells
+    return [done[(sc.trace, sc.workload, sc.workers)] for sc in scs]
+
+
+def _read_checkpoint(path: Path, fidelity: str, pols: tuple[str, ...]
+                     ) -> dict[tuple[str, str, int], Scenario]:
+    """The cells an interrupted run with the same fidelity and policies finished (a JSON line
+    each); a last line cut short by the interruption is left out (that cell runs again)."""
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    out: dict[tuple[str, str, int], Scenario] = {}
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:  # written when the run was stopped: cut it off
+                path.write_text("".join(x + "\n" for x in lines[:-1]))
+                break
+            raise InputError(f"{path}: line {i + 1} is not JSON") from None
+        if row.get("fidelity") != fidelity or tuple(row.get("policies_run", ())) != pols:
+            raise InputError(f"{path}: line {i + 1} is from another run (fidelity "
+                             f"{row.get('fidelity')!r}, policies {row.get('policies_run')!r})")
+        sc = from_row(row)
+        out[(sc.trace, sc.workload, sc.workers)] = sc
+    return out
 
 
 def summarise(scs: list[Scenario]) -> dict[str, Any]:
@@ -323,14 +368,24 @@ def format_table(scs: list[Scenario]) -> str:
     return "".join(lines)
 
 
+def to_row(s: Scenario) -> dict[str, Any]:
+    """One scenario as a row of the ``--json`` output."""
+    return {"trace": s.trace, "workload": s.workload, "workers": s.workers,
+            "class": s.net_class, "target_progress": s.target,
+            "fixed": {str(k): v for k, v in s.fixed.items()}, "policies": s.policies}
+
+
+def from_row(r: dict[str, Any]) -> Scenario:
+    """A scenario back from a row of the ``--json`` output."""
+    return Scenario(r["trace"], r["workload"], int(r["workers"]), r["class"],
+                    float(r["target_progress"]),
+                    {float(k): float(v) for k, v in r["fixed"].items()},
+                    {k: float(v) for k, v in r["policies"].items()})
+
+
 def from_json(data: dict[str, Any]) -> list[Scenario]:
     """Scenarios back from the ``--json`` output."""
-    return [
-        Scenario(r["trace"], r["workload"], int(r["workers"]), r["class"],
-                 float(r["target_progress"]), {float(k): float(v) for k, v in r["fixed"].items()},
-                 {k: float(v) for k, v in r["policies"].items()})
-        for r in data["scenarios"]
-    ]
+    return [from_row(r) for r in data["scenarios"]]
 
 
 def format_markdown(scs: list[Scenario]) -> str:

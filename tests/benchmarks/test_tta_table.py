@@ -202,3 +202,32 @@ def test_bench_controllers_reuse_errors_are_one_line_and_exit_2(tmp_path: Path,
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("bench_controllers: ")
     assert res.stdout == ""
+
+
+def test_checkpoint_keeps_finished_cells_and_resumes_without_rerunning(tmp_path: Path) -> None:
+    """Each finished cell is a JSON line; a second run takes it from there (a marked cell is
+    not simulated again), a cut-off last line is run again, and a line of another run or a
+    broken line before the end is refused."""
+    import json
+
+    from sim.errors import InputError
+
+    tt = _module()
+    trace = tt.BUNDLED[0]
+    ck = tmp_path / "run.jsonl"
+    first = tt.run_all([tt.Scenario(trace, "lstm-ptb", 8, "c")], policies=["dense"],
+                       checkpoint=ck)[0]
+    row = json.loads(ck.read_text())
+    assert row["fidelity"] == "analytic" and row["policies_run"] == ["dense"]
+    assert tt.from_row(row).policies == first.policies
+    row["policies"]["dense"] = 12345.0  # a marker: taken from the file, not re-simulated
+    ck.write_text(json.dumps(row) + "\n" + '{"trace": "cut sh')
+    again = tt.run_all([tt.Scenario(trace, "lstm-ptb", 8, "c")], policies=["dense"],
+                       checkpoint=ck)[0]
+    assert again.policies["dense"] == 12345.0 and again.fixed == first.fixed
+    assert ck.read_text() == json.dumps(row) + "\n"  # the cut line is gone, appends stay valid
+    with pytest.raises(InputError, match="another run"):
+        tt.run_all([tt.Scenario(trace, "lstm-ptb", 8, "c")], policies=["mpc"], checkpoint=ck)
+    ck.write_text('{"broken\n' + json.dumps(row) + "\n")
+    with pytest.raises(InputError, match="line 1 is not JSON"):
+        tt.run_all([tt.Scenario(trace, "lstm-ptb", 8, "c")], policies=["dense"], checkpoint=ck)
