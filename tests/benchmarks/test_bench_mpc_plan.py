@@ -6,14 +6,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from sim.config import SimConfig
 from sim.control.obs_stream import STREAM_FILE, dump_stream
-from sim.control.policies.mpc import MpcPolicy
-from sim.engine import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_mpc_plan  # noqa: E402
@@ -22,20 +18,9 @@ TRACE = "steps:dur_s=0.25/0.25,lat_ms=1/1,bw_gbps=0.01/0.0005,loop=true"
 
 
 def _stream(tmp_path: Path) -> Path:
-    seen: list[Any] = []
-    orig = MpcPolicy.decide
-
-    def spy(self: Any, obs: Any) -> Any:
-        seen.append(obs)
-        return orig(self, obs)
-
-    MpcPolicy.decide = spy  # type: ignore[method-assign]
-    try:
-        simulate(SimConfig(workload="digits-mlp", workers=2, trace=TRACE, policy="mpc",
-                           policy_params=(("target_progress", 60.0),), iterations=60, seed=1,
-                           convergence="off"))
-    finally:
-        MpcPolicy.decide = orig  # type: ignore[method-assign]
+    """A stream recorded by the benchmark's own recorder (``_record``) from a simulated run."""
+    seen = bench_mpc_plan._record(("digits-mlp", 2, TRACE, 60, 0.0),
+                                  {"target_progress": 60.0})
     run = tmp_path / "run"
     run.mkdir()
     (run / STREAM_FILE).write_bytes(dump_stream(seen))
