@@ -204,11 +204,12 @@ def run_scenario(sc: Scenario, policies: Sequence[str], fidelity: str = "analyti
     if known is not None:
         sc.fixed = dict(known.fixed)
         sc.policies = {k: v for k, v in known.policies.items() if k not in policies}
-    for d in GRID if known is None else ():
-        comp = "none" if d >= 1.0 else "topk"
-        rec = _run(sc.trace, sc.workload, sc.workers, "fixed", iters,
-                   (("density", d), ("compressor", comp), ("collective", "auto")), fidelity)
-        sc.fixed[d] = tta_s(rec, sc.target)
+    else:
+        for d in GRID:
+            comp = "none" if d >= 1.0 else "topk"
+            rec = _run(sc.trace, sc.workload, sc.workers, "fixed", iters,
+                       (("density", d), ("compressor", comp), ("collective", "auto")), fidelity)
+            sc.fixed[d] = tta_s(rec, sc.target)
     for name in policies:
         params: tuple[tuple[str, Any], ...] = ()
         if name in ("oracle", "mpc"):
