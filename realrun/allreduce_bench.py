@@ -11,6 +11,8 @@ medians: a burst of load on a shared machine then spoils one round of a size, no
 core, round robin (:mod:`realrun.affinity`). ``rt_priority`` > 0 runs the ranks under
 ``SCHED_FIFO`` at that priority (:mod:`realrun.rtsched`): on a machine shared with other work,
 small collectives otherwise measure the run-queue waits of waking ranks, not the network.
+``congestion_control`` (netns only) sets the TCP congestion controller of the rank namespaces
+(:class:`~realrun.netns.NetnsLab`).
 
 Two places to measure:
 
@@ -71,6 +73,7 @@ def measure(
     pin_cores: bool = False,
     max_repeats: int = 60,
     rt_priority: int = 0,
+    congestion_control: str | None = None,
 ) -> list[Measurement]:
     """Median allreduce times for ranks ``2..max_ranks`` (or ``ranks``) and sizes
     1 KiB..``max_bytes`` (or ``sizes``), over loopback or, with ``netns_bandwidth_Bps``,
@@ -101,7 +104,7 @@ def measure(
                        for s in sizes]
             times = _measure_one(n, sizes, repeats, warmup, timeout_s * rounds,
                                  netns_bandwidth_Bps, result, ops, rounds, pin_cores,
-                                 rt_priority)
+                                 rt_priority, congestion_control)
             for k, op in enumerate(ops):
                 got = times[k * len(sizes):(k + 1) * len(sizes)]
                 out += [Measurement(n, float(s), float(t), op=op)
@@ -123,11 +126,13 @@ def measure_netns(
     pin_cores: bool = False,
     max_repeats: int = 60,
     rt_priority: int = 0,
+    congestion_control: str | None = None,
 ) -> list[Measurement]:
     """:func:`measure` through tbf at each rate (Mbit/s), each point naming its link rate;
     sizes whose ideal ring time ``2 (n-1)/n size / rate`` exceeds ``cap_s`` are skipped.
     ``ops``: allreduce and/or allgather (``size`` bytes from every rank); ``rounds``,
-    ``pin_cores``, ``max_repeats`` and ``rt_priority`` as in :func:`measure`."""
+    ``pin_cores``, ``max_repeats``, ``rt_priority`` and ``congestion_control`` as in
+    :func:`measure`."""
     if max_ranks < 2:
         raise InputError(f"--max-ranks must be >= 2, got {max_ranks}")
     all_sizes = message_sizes(max_bytes) if sizes is None else list(sizes)
@@ -141,7 +146,8 @@ def measure_netns(
             pts = measure(n, max(fit), iters=iters, warmup=1, timeout_s=60.0 + 12.0 * cap_s *
                           (iters + 1) * len(fit) * len(ops), netns_bandwidth_Bps=bw, ranks=[n],
                           sizes=fit, ops=ops, rounds=rounds, pin_cores=pin_cores,
-                          max_repeats=max_repeats, rt_priority=rt_priority)
+                          max_repeats=max_repeats, rt_priority=rt_priority,
+                          congestion_control=congestion_control)
             out += [Measurement(m.ranks, m.size_bytes, m.time_s, bw, m.op) for m in pts]
     return out
 
@@ -149,7 +155,8 @@ def measure_netns(
 def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeout_s: float,
                  netns_bandwidth_Bps: float | None, result: Path,
                  ops: tuple[str, ...] = ("allreduce",), rounds: int = 1,
-                 pin_cores: bool = False, rt_priority: int = 0) -> list[float]:
+                 pin_cores: bool = False, rt_priority: int = 0,
+                 congestion_control: str | None = None) -> list[float]:
     """One ``n``-rank benchmark (``counts``: timed repeats per size, shared out over the
     ``rounds``); the median time per size, op after op."""
     import contextlib
@@ -165,7 +172,8 @@ def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeo
         if netns_bandwidth_Bps is not None:
             from .netns import NetnsLab
 
-            lab = st.enter_context(NetnsLab(n, bandwidth_Bps=netns_bandwidth_Bps))
+            lab = st.enter_context(NetnsLab(n, bandwidth_Bps=netns_bandwidth_Bps,
+                                            congestion_control=congestion_control))
             prefixes = [lab.exec_prefix(r) for r in range(n)]
             ifaces = [lab.iface(r) for r in range(n)]
             master = lab.addr(0)
