@@ -6,6 +6,8 @@ Usage (root)::
     python benchmarks/bench_netns_allreduce.py --cal CAL.csv --held HELD.csv   # re-fit only
     ... [--message-bytes]   # fit the fixed wire bytes per message too
     ... [--pin-cores] [--rounds R] [--max-repeats M] [--rank-nice N]   # less noise: see --help
+    ... [--rank-rt P]   # ranks under SCHED_FIFO at priority P: no run-queue waits (see --help)
+    ... [--tcp-cc reno]   # the ranks' TCP congestion controller (see --help)
 
 Two separate measurement runs of the gloo allreduce microbenchmark
 (:func:`realrun.allreduce_bench.measure_netns`: one namespace per rank, tbf on every rank's
@@ -85,20 +87,32 @@ def main() -> int:
     ap.add_argument("--rank-nice", type=int, default=0,
                     help="measure at this scheduling priority (the ranks inherit it; root for "
                     "< 0, e.g. -5: ahead of niced background work; default 0: unchanged)")
+    ap.add_argument("--rank-rt", type=int, default=0,
+                    help="run the ranks under SCHED_FIFO at this priority (root; default 0: off). "
+                    "On a shared machine a waking rank otherwise waits for the running task's "
+                    "time slice, which small collectives measure instead of the network")
+    ap.add_argument("--tcp-cc", default=None,
+                    help="TCP congestion controller of the rank namespaces (e.g. reno; default: "
+                    "the system's). BBR overestimates a tbf-shaped veth's bandwidth and drops "
+                    "and retransmits at low rates (realrun.netns)")
     a = ap.parse_args()
     if a.rank_nice and not (a.cal and a.held):
         os.setpriority(os.PRIO_PROCESS, 0, a.rank_nice)
     cal = read_csv(a.cal) if a.cal else measure_netns(CAL_RATES, max(RANKS), max(CAL_SIZES),
                                                        sizes=CAL_SIZES, ranks=RANKS,
                                                        rounds=a.rounds, pin_cores=a.pin_cores,
-                                                       max_repeats=a.max_repeats)
+                                                       max_repeats=a.max_repeats,
+                                                       rt_priority=a.rank_rt,
+                                                       congestion_control=a.tcp_cc)
     if a.save_cal:
         write_csv(a.save_cal, cal)
     held = read_csv(a.held) if a.held else measure_netns(HELD_RATES, max(RANKS),
                                                           max(HELD_SIZES), sizes=HELD_SIZES,
                                                           ranks=RANKS, rounds=a.rounds,
                                                           pin_cores=a.pin_cores,
-                                                          max_repeats=a.max_repeats)
+                                                          max_repeats=a.max_repeats,
+                                                          rt_priority=a.rank_rt,
+                                                       congestion_control=a.tcp_cc)
     if a.save_held:
         write_csv(a.save_held, held)
     res = evaluate(cal, held, a.message_bytes)

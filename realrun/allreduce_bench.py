@@ -8,7 +8,11 @@ With ``rounds`` > 1 the whole sweep over sizes repeats that many times, interlea
 timing its share of a size's repeats, and each size's time is the median of its per-round
 medians: a burst of load on a shared machine then spoils one round of a size, not its result.
 ``max_repeats`` caps the repeats of the quick (small, shaped) sizes (:func:`iters_for`). ``pin_cores`` pins rank ``r`` to the ``r``-th usable
-core, round robin (:mod:`realrun.affinity`).
+core, round robin (:mod:`realrun.affinity`). ``rt_priority`` > 0 runs the ranks under
+``SCHED_FIFO`` at that priority (:mod:`realrun.rtsched`): on a machine shared with other work,
+small collectives otherwise measure the run-queue waits of waking ranks, not the network.
+``congestion_control`` (netns only) sets the TCP congestion controller of the rank namespaces
+(:class:`~realrun.netns.NetnsLab`).
 
 Two places to measure:
 
@@ -68,6 +72,8 @@ def measure(
     rounds: int = 1,
     pin_cores: bool = False,
     max_repeats: int = 60,
+    rt_priority: int = 0,
+    congestion_control: str | None = None,
 ) -> list[Measurement]:
     """Median allreduce times for ranks ``2..max_ranks`` (or ``ranks``) and sizes
     1 KiB..``max_bytes`` (or ``sizes``), over loopback or, with ``netns_bandwidth_Bps``,
@@ -78,6 +84,12 @@ def measure(
         raise InputError("--iters must be >= 1")
     if rounds < 1 or max_repeats < 1:
         raise InputError(f"rounds and max_repeats must be >= 1, got {rounds}, {max_repeats}")
+    if rt_priority < 0:
+        raise InputError(f"the real-time priority must be >= 0 (0: off), got {rt_priority}")
+    if rt_priority:
+        from .rtsched import check_rt_priority
+
+        check_rt_priority(rt_priority)
     if netns_bandwidth_Bps is not None and not netns_bandwidth_Bps > 0:
         raise InputError(f"the netns bandwidth must be > 0, got {netns_bandwidth_Bps}")
     sizes = message_sizes(max_bytes) if sizes is None else list(sizes)
@@ -91,7 +103,8 @@ def measure(
             repeats = [iters_for(n, s, iters, netns_bandwidth_Bps, most=max_repeats)
                        for s in sizes]
             times = _measure_one(n, sizes, repeats, warmup, timeout_s * rounds,
-                                 netns_bandwidth_Bps, result, ops, rounds, pin_cores)
+                                 netns_bandwidth_Bps, result, ops, rounds, pin_cores,
+                                 rt_priority, congestion_control)
             for k, op in enumerate(ops):
                 got = times[k * len(sizes):(k + 1) * len(sizes)]
                 out += [Measurement(n, float(s), float(t), op=op)
@@ -112,11 +125,14 @@ def measure_netns(
     rounds: int = 1,
     pin_cores: bool = False,
     max_repeats: int = 60,
+    rt_priority: int = 0,
+    congestion_control: str | None = None,
 ) -> list[Measurement]:
     """:func:`measure` through tbf at each rate (Mbit/s), each point naming its link rate;
     sizes whose ideal ring time ``2 (n-1)/n size / rate`` exceeds ``cap_s`` are skipped.
     ``ops``: allreduce and/or allgather (``size`` bytes from every rank); ``rounds``,
-    ``pin_cores`` and ``max_repeats`` as in :func:`measure`."""
+    ``pin_cores``, ``max_repeats``, ``rt_priority`` and ``congestion_control`` as in
+    :func:`measure`."""
     if max_ranks < 2:
         raise InputError(f"--max-ranks must be >= 2, got {max_ranks}")
     all_sizes = message_sizes(max_bytes) if sizes is None else list(sizes)
@@ -130,7 +146,8 @@ def measure_netns(
             pts = measure(n, max(fit), iters=iters, warmup=1, timeout_s=60.0 + 12.0 * cap_s *
                           (iters + 1) * len(fit) * len(ops), netns_bandwidth_Bps=bw, ranks=[n],
                           sizes=fit, ops=ops, rounds=rounds, pin_cores=pin_cores,
-                          max_repeats=max_repeats)
+                          max_repeats=max_repeats, rt_priority=rt_priority,
+                          congestion_control=congestion_control)
             out += [Measurement(m.ranks, m.size_bytes, m.time_s, bw, m.op) for m in pts]
     return out
 
@@ -138,13 +155,15 @@ def measure_netns(
 def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeout_s: float,
                  netns_bandwidth_Bps: float | None, result: Path,
                  ops: tuple[str, ...] = ("allreduce",), rounds: int = 1,
-                 pin_cores: bool = False) -> list[float]:
+                 pin_cores: bool = False, rt_priority: int = 0,
+                 congestion_control: str | None = None) -> list[float]:
     """One ``n``-rank benchmark (``counts``: timed repeats per size, shared out over the
     ``rounds``); the median time per size, op after op."""
     import contextlib
 
     from .affinity import available_cores, core_for, pin_to
     from .launcher import free_port
+    from .rtsched import fifo_at
 
     with contextlib.ExitStack() as st:
         prefixes: list[list[str]] = [[] for _ in range(n)]
@@ -153,7 +172,8 @@ def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeo
         if netns_bandwidth_Bps is not None:
             from .netns import NetnsLab
 
-            lab = st.enter_context(NetnsLab(n, bandwidth_Bps=netns_bandwidth_Bps))
+            lab = st.enter_context(NetnsLab(n, bandwidth_Bps=netns_bandwidth_Bps,
+                                            congestion_control=congestion_control))
             prefixes = [lab.exec_prefix(r) for r in range(n)]
             ifaces = [lab.iface(r) for r in range(n)]
             master = lab.addr(0)
@@ -173,6 +193,8 @@ def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeo
             if r == 0:
                 cmd += ["--out", str(result)]
             pin = pin_to(core_for(r, cores)) if cores else None
+            if rt_priority:
+                pin = fifo_at(rt_priority, then=pin)
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.PIPE, start_new_session=True,
                                           preexec_fn=pin))

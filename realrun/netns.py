@@ -7,7 +7,15 @@ Topology for ``n`` ranks (names carry a per-run tag so concurrent runs never col
     ...                                             ┘
 
 Each rank's egress (``ci<i>``) gets ``tbf rate R``; R follows the trace through
-``tc qdisc change`` (:class:`~realrun.shaper.TraceShaper`). The kernel here has no netem, so
+``tc qdisc change`` (:class:`~realrun.shaper.TraceShaper`). ``congestion_control`` sets the
+TCP congestion controller of the rank namespaces (``net.ipv4.tcp_congestion_control``, one of
+the kernel's ``tcp_allowed_congestion_control``; default: the system's). BBR, where it is the
+system default, misjudges this topology: tbf lets a burst pass at the veth's speed and the path
+has no propagation delay, so BBR measured 1.1-1.2 Gbit/s of bandwidth on a 10 Mbit/s link
+(2026-11-26, ``ss -ti``), overfilled the tbf queue (2-10% of packets dropped) and retransmitted
+13% of the bytes of a 512 KiB allreduce: large transfers reached 0.72-0.89 of the rate at
+10 Mbit/s against ~0.93 at 200 Mbit/s. A loss-based controller (``reno``) fills the queue
+without dropping much and moves the 512 KiB allreduce at 0.92 of the rate there too. The kernel here has no netem, so
 delay is added by the hook (:class:`~realrun.emulation.HookEmulator`, mode ``netns``). Gloo is
 bound to ``ci<i>`` with ``GLOO_SOCKET_IFNAME``.
 
@@ -66,9 +74,12 @@ class NetnsLab:
         bandwidth_Bps: initial rate of every rank's egress (``None``: unshaped).
         tag: name prefix (by default ``cc<pid>-<random>``: the creating process's id, so that
             a stray namespace names its owner).
+        congestion_control: TCP congestion controller of the rank namespaces (e.g. ``reno``;
+            ``None``: the system default).
     """
 
-    def __init__(self, n: int, *, bandwidth_Bps: float | None = None, tag: str | None = None):
+    def __init__(self, n: int, *, bandwidth_Bps: float | None = None, tag: str | None = None,
+                 congestion_control: str | None = None):
         if n < 1 or n > 250:
             raise InputError(f"netns emulation supports 1..250 ranks, got {n}")
         self.n = n
@@ -76,6 +87,10 @@ class NetnsLab:
         self.hub = f"{self.tag}-hub"
         self._subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
         self._bw0 = bandwidth_Bps
+        if congestion_control is not None and not (
+                congestion_control.isascii() and congestion_control.isalnum()):
+            raise InputError(f"not a congestion controller name: {congestion_control!r}")
+        self.congestion_control = congestion_control
         self._created: list[str] = []
 
     def ns(self, rank: int) -> str:
@@ -122,6 +137,10 @@ class NetnsLab:
             self._ip("netns", "add", name)
             self._created.append(name)
             self._ip("link", "set", "lo", "up", netns=name)
+            if self.congestion_control is not None and name != self.hub:
+                run_tc(["sysctl", "-q", "-w",
+                        f"net.ipv4.tcp_congestion_control={self.congestion_control}"],
+                       netns=name)
         self._ip("link", "add", "br0", "type", "bridge", netns=self.hub)
         self._ip("link", "set", "br0", "up", netns=self.hub)
         for r in range(self.n):

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from sim.convergence.model import ConvergenceModel
 from sim.convergence.progress import efficiency
@@ -75,7 +78,9 @@ class ProgressModel:
         self.inv_phase = 1.0 / par.phase if par.phase > 0 else 0.0
         self.inv_knee = 1.0 / par.knee if par.knee > 0 else 0.0
         self._steps: list[float] = [float(s) for s in model.trace.steps]
+        self._steps_arr = np.asarray(self._steps, dtype=float)
         self._curves: dict[tuple[str, float], list[float]] = {}
+        self._matrices: dict[tuple[str, tuple[float, ...]], np.ndarray] = {}
         self._captured = set(model.trace.compressors)
 
     @classmethod
@@ -125,6 +130,37 @@ class ProgressModel:
             curve = self.model.gain_curve(key[0], key[1]).tolist()
             self._curves[key] = curve
         return curve[self._row(float(step))]
+
+    def gain_matrix(self, compressor: str, densities: Sequence[float]) -> np.ndarray:
+        """The gain curves :meth:`gain` reads for ``densities`` (one row per density, one value
+        per sampled step of the trace; ones for density 1 and ``none``). Cached."""
+        key = (compressor, tuple(densities))
+        hit = self._matrices.get(key)
+        if hit is not None:
+            return hit
+        rows = []
+        for d in densities:
+            if not (0.0 < d <= 1.0):
+                raise InputError(f"density must be in (0, 1], got {d!r}")
+            if d >= 1.0 or compressor == "none":
+                rows.append([1.0] * len(self._steps))
+                continue
+            ckey = (self._source(compressor), float(d))
+            curve = self._curves.get(ckey)
+            if curve is None:
+                curve = self.model.gain_curve(ckey[0], ckey[1]).tolist()
+                self._curves[ckey] = curve
+            rows.append(curve)
+        hit = self._matrices[key] = np.array(rows, dtype=float).reshape(len(rows), -1)
+        return hit
+
+    def sample_rows(self, steps: np.ndarray) -> np.ndarray:
+        """:meth:`_row` of each of ``steps`` (the sampled step nearest to each), vectorised."""
+        arr = self._steps_arr
+        n = len(arr)
+        idx = np.minimum(np.searchsorted(arr, steps, side="left"), n - 1)
+        prev = np.maximum(idx - 1, 0)
+        return np.where(np.abs(arr[prev] - steps) < np.abs(arr[idx] - steps), prev, idx)
 
     def _row(self, step: float) -> int:
         steps = self._steps

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 import pytest
+from bench_scripts import load_script
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_calibration.py"
 
-
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_calibration", _PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_calibration"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def _module() -> ModuleType:
+    return load_script("bench_calibration")
 
 
 def test_exact_alpha_beta_data_is_fitted_and_extrapolated(

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 import pytest
+from bench_scripts import load_script
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_cli_startup.py"
 
-
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_cli_startup", _PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_cli_startup"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def _module() -> ModuleType:
+    return load_script("bench_cli_startup")
 
 
 def test_json_result_has_the_ratio_of_the_medians(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,26 +4,19 @@ wiring, and the nccl-tests path on a SYNTHETIC all_reduce_perf file made from th
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_scripts import load_script
 
 from sim.entry import main as compctl_main
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_nccl_fidelity.py"
 
-
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_nccl_fidelity", _PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_nccl_fidelity"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def _module() -> ModuleType:
+    return load_script("bench_nccl_fidelity")
 
 
 def test_bundled_points_carry_sources_and_settings() -> None:

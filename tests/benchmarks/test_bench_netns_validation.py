@@ -4,23 +4,17 @@ argument errors."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_scripts import load_script
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_netns_validation.py"
 
-
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_netns_validation", _PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_netns_validation"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def _module() -> ModuleType:
+    return load_script("bench_netns_validation")
 
 
 def test_runs_interleave_calibration_and_validation(tmp_path: Path,

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from typing import Any
+from types import ModuleType
 
-_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+from bench_scripts import load_script
 
 
-def _module() -> Any:
-    sys.path.insert(0, str(_DIR))  # the benchmark imports bench_sim from its own directory
-    try:
-        spec = importlib.util.spec_from_file_location("bench_stepwise", _DIR / "bench_stepwise.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["bench_stepwise"] = mod
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(_DIR))
-    return mod
+def _module() -> ModuleType:
+    # the benchmark imports bench_sim from its own directory
+    return load_script("bench_stepwise", with_dir=True)
 
 
 def test_events_rows_measure_both_levels_and_agree() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -10,22 +9,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from bench_scripts import load_script
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "tta_table.py"
 
 
-def _script(name: str) -> Any:
-    """``benchmarks/NAME.py`` loaded as the module ``NAME``."""
-    spec = importlib.util.spec_from_file_location(name, _PATH.parent / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _module() -> Any:
-    return _script("tta_table")
+    return load_script("tta_table")
 
 
 def test_tta_is_the_end_of_the_first_iteration_reaching_the_target() -> None:
@@ -111,7 +101,7 @@ def test_fourth_held_out_set_shares_no_trace_seed_or_file_with_the_others() -> N
 
 
 def test_fourth_held_out_geo_pairs_file_is_what_its_script_writes(tmp_path: Path) -> None:
-    mod = _script("make_heldout4_geo_pairs")
+    mod = load_script("make_heldout4_geo_pairs")
     out = tmp_path / "pairs.csv"
     assert mod.main([str(out)]) == 0
     assert out.read_text() == (_PATH.parents[1] / "benchmarks/data/heldout4-geo-pairs.csv"
@@ -140,7 +130,7 @@ def test_fifth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> 
 
 
 def test_fifth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
-    mod = _script("make_heldout5_traces")
+    mod = load_script("make_heldout5_traces")
     assert mod.main([str(tmp_path)]) == 0
     for name in ("heldout5-tram-queue.csv", "heldout5-geo-rings.csv"):
         assert (tmp_path / name).read_text() == (
@@ -153,7 +143,7 @@ def test_fifth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> No
 
 
 def test_real_time_to_target_uses_the_trailing_mean_loss() -> None:
-    mod = _script("bench_real_tta")
+    mod = load_script("bench_real_tta")
     n = 30
     loss = [2.0] * 15 + [1.0] * 15  # trailing mean of 10 reaches 1.5 at index 19
     rec = pd.DataFrame({"loss": loss, "start_s": [float(i) for i in range(n)],

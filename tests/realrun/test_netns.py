@@ -16,6 +16,7 @@ import pytest
 
 from realrun.netns import NetnsLab, netns_unavailable_reason, tbf_args
 from realrun.shaper import TraceShaper
+from sim.errors import InputError
 from traces.model import PiecewiseTrace
 
 _REASON = netns_unavailable_reason()
@@ -190,3 +191,21 @@ def test_namespace_names_carry_the_creating_process_id() -> None:
     a, b = NetnsLab(2), NetnsLab(2)
     assert a.tag.startswith(f"cc{os.getpid()}-") and a.tag != b.tag
     assert a.ns(1) == f"{a.tag}-r1" and a.hub == f"{a.tag}-hub"
+
+
+def test_the_rank_namespaces_take_the_congestion_controller_asked_for() -> None:
+    def controller(lab: NetnsLab, name: str) -> str:
+        return subprocess.run(["ip", "netns", "exec", name, "sysctl", "-n",
+                               "net.ipv4.tcp_congestion_control"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    with NetnsLab(2, bandwidth_Bps=5e6, congestion_control="reno") as lab:
+        assert [controller(lab, lab.ns(r)) for r in range(2)] == ["reno", "reno"]
+    with pytest.raises(InputError, match="congestion controller"):
+        NetnsLab(2, congestion_control="reno; reboot")
+    # one the kernel does not allow in a namespace: a clear error, and nothing left behind
+    with pytest.raises(InputError, match="tcp_congestion_control"):
+        with NetnsLab(2, congestion_control="nosuchcc") as lab:
+            pass
+    assert not {lab.hub, lab.ns(0), lab.ns(1)} & set(
+        subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())

@@ -86,8 +86,10 @@ so a real run's measured gains calibrate the model online. Between re-plans the 
 The controller reads nothing but its observations: it runs unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
-:mod:`.mpc_pricing`, plan scoring, probing and the re-plan band :mod:`.mpc_plan` (mixins
-sharing this controller's state).
+:mod:`.mpc_pricing` (a whole grid at once for a plan: :mod:`.mpc_price_grid`), plan scoring,
+probing and the re-plan band :mod:`.mpc_plan` (mixins sharing this controller's state); the
+plan search itself runs in :mod:`.mpc_search` (the reference search's arithmetic, to the bit,
+with the per-call overhead taken out: a plan runs on a real run's critical path).
 """
 
 from __future__ import annotations
@@ -208,6 +210,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._auto_collective = collective == AUTO
         self._terms: dict[tuple[str, int, float, float, str], Any] = {}
         self._priced_terms = {}
+        self._grid_terms = {}
         self._candidates = {
             comp: tuple(c for c in DEFAULT_ALLOWED if get_spec(comp).supports(c))
             if collective == AUTO else (collective,)
@@ -232,6 +235,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             }
             self._terms.clear()
             self._priced_terms.clear()
+            self._grid_terms.clear()
             self._priced_now.clear()
 
     def _reset_state(self) -> None:

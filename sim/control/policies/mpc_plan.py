@@ -14,7 +14,8 @@ from sim.convergence.progress import efficiency
 from ..progress import ProgressState, UsesProgressModel
 from ..types import Observation
 from .mpc_forecast import LinkForecast
-from .mpc_pricing import MpcPricing
+from .mpc_price_grid import MpcGridPricing
+from .mpc_search import NonPositiveGain, PlanRows, plan_scores
 
 __all__ = ["MpcPlanning"]
 
@@ -32,7 +33,7 @@ _PRUNE_SLACK = 1.0 + 1e-9
 _Coeffs = tuple[float, float, float, float]
 
 
-class MpcPlanning(MpcPricing, UsesProgressModel):
+class MpcPlanning(MpcGridPricing, UsesProgressModel):
     """Robust predicted seconds to a progress goal for the plans of a density grid."""
 
     grid: tuple[float, ...]
@@ -233,6 +234,29 @@ class MpcPlanning(MpcPricing, UsesProgressModel):
 
     def _plan_scores(self, obs: Observation, delta: float, two_phase: bool,
                      bw_scale: float = 1.0, exact: float | None = None) -> dict[float, float]:
+        """:meth:`_plan_scores_reference`'s scores, to the bit, computed by
+        :func:`.mpc_search.plan_scores` (the same search with the per-call overhead taken
+        out: a plan runs on a real run's critical path)."""
+        links = self._scenario_links(bw_scale)
+        grid = self.grid
+        it_s = self._iteration_s_grid(obs, links)
+        st = self._state
+        try:
+            # Rows for the progress to make at full efficiency, and a few chunks more (a
+            # search that needs more grows them).
+            rows = PlanRows(self.progress_model, self.compressor, grid,
+                            float(max(st.step, 0)), self._gain_ratio,
+                            min(int(delta / _CHUNK) + 6, 1000))
+            out = plan_scores(rows, grid, it_s, st, delta, two_phase,
+                              None if exact is None else grid.index(exact), self.risk,
+                              self.two_phase_margin, self.switch_chunks)
+        except NonPositiveGain:
+            return self._plan_scores_reference(obs, delta, two_phase, bw_scale, exact)
+        return dict(zip(grid, out, strict=True))
+
+    def _plan_scores_reference(self, obs: Observation, delta: float, two_phase: bool,
+                               bw_scale: float = 1.0, exact: float | None = None
+                               ) -> dict[float, float]:
         """Robust predicted seconds to make ``delta`` of progress for plans that start at each
         density: hold it to the goal, or hold it a while and then finish at a higher density
         (a switch up releases the lag the error-feedback residual holds back, so a cheap low

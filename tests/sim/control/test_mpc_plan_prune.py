@@ -1,6 +1,7 @@
-"""``mpc``'s pruned plan search (:meth:`MpcPlanning._plan_scores` with ``exact``) picks what the
-full search picks: the same least-scoring density, the same least score and the same score for
-the held density, at every plan of simulated runs; and it does less work."""
+"""``mpc``'s pruned plan search (:meth:`MpcPlanning._plan_scores_reference` with ``exact``;
+the fast search that runs in its place computes the same, ``test_mpc_search.py``) picks what
+the full search picks: the same least-scoring density, the same least score and the same score
+for the held density, at every plan of simulated runs; and it does less work."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_pruned_plans_choose_as_the_full_search(
     workload: str, workers: int, trace: str, params: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    full_fn = MpcPolicy._plan_scores
+    full_fn = MpcPolicy._plan_scores_reference
     finishes = {"full": 0, "pruned": 0}
     which = ["full"]
     real_finish = mpc_plan.MpcPlanning._finish
