@@ -231,12 +231,19 @@ class MpcPricing:
             for coll, n_alpha, n_bytes, corr in self._priced(obs, m, density, comp):
                 # AlphaBeta.time_s written out, times the correction.
                 times[coll] = [(n_alpha * lat + n_bytes / bw) * corr for lat, bw in links]
-            best = [min(ts[k] for ts in times.values()) for k in range(len(links))]
-            ratio = {c: max(t / b if b > 0.0 else 1.0 for t, b in zip(ts, best, strict=True))
-                     for c, ts in times.items()}
+            best = [min(col) for col in zip(*times.values(), strict=True)]
+
+            def worst(ts: list[float], best: list[float] = best) -> float:
+                return max(t / b if b > 0.0 else 1.0 for t, b in zip(ts, best, strict=True))
+
             point = min(times, key=lambda c: times[c][0])
-            choice[m] = point if ratio[point] <= regret else min(
-                times, key=lambda c: (ratio[c], times[c][0]))
+            # The other candidates' ratios only where the point choice is too risky (the
+            # usual step needs none of them).
+            if worst(times[point]) <= regret:
+                choice[m] = point
+            else:
+                ratio = {c: worst(ts) for c, ts in times.items()}
+                choice[m] = min(times, key=lambda c: (ratio[c], times[c][0]))
         return choice
 
     def _comm_s(
