@@ -179,24 +179,27 @@ class LatencyDiffusion:
     """
 
     def __init__(self, history: int) -> None:
-        #: ``(squared move, seconds)`` between consecutive estimates, newest last.
-        self._steps: deque[tuple[float, float]] = deque(maxlen=history)
+        #: Squared moves and seconds between consecutive estimates, newest last (two windows
+        #: kept in step: the built-in ``sum`` adds each up in order, without a generator).
+        self._sq: deque[float] = deque(maxlen=history)
+        self._dt: deque[float] = deque(maxlen=history)
         self._last: float | None = None
 
     def update(self, latency_s: float, elapsed_s: float) -> None:
         """Add the estimate ``latency_s`` observed ``elapsed_s`` seconds after the previous
         one (the first observation only sets the level)."""
         if self._last is not None and elapsed_s > 0.0:
-            self._steps.append(((latency_s - self._last) ** 2, elapsed_s))
+            self._sq.append((latency_s - self._last) ** 2)
+            self._dt.append(elapsed_s)
         self._last = latency_s
 
     def spread_s(self, horizon_s: float) -> float:
         """Spread (standard deviation, seconds) of the latency's move over ``horizon_s``
         seconds (0 before two observations)."""
-        if not self._steps or not horizon_s > 0.0:
+        if not self._sq or not horizon_s > 0.0:
             return 0.0
-        sq = sum(s for s, _ in self._steps)
-        dt = sum(d for _, d in self._steps)
+        sq = sum(self._sq)
+        dt = sum(self._dt)
         return math.sqrt(sq / dt * horizon_s)
 
 
@@ -216,9 +219,6 @@ def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
         return 0
     total = sum(xs)
     mean = total / n
-    sst = sum((x - mean) ** 2 for x in xs)
-    if sst <= 0.0:
-        return 0
     best_k, best_gain, head = 0, 0.0, 0.0
     for k in range(1, n):
         head += xs[k - 1]
@@ -227,10 +227,16 @@ def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
         gain = k * (m1 - mean) ** 2 + (n - k) * (m2 - mean) ** 2
         if gain > best_gain:
             best_k, best_gain = k, gain
+    # Without a split that explains anything, or one too young or too small, there is no
+    # shift, whatever the total variance: it is summed only for a candidate (a test run every
+    # step). No variance (every value the same) explains nothing either.
+    if not best_k or n - best_k < min_after:
+        return 0
     head = sum(xs[:best_k])
-    jump = abs((total - head) / (n - best_k) - head / best_k) if best_k else 0.0
-    accept = best_gain >= _SHIFT_SHARE * sst and jump > min_shift and n - best_k >= min_after
-    return best_k if accept else 0
+    if not abs((total - head) / (n - best_k) - head / best_k) > min_shift:
+        return 0
+    sst = sum((x - mean) ** 2 for x in xs)
+    return best_k if sst > 0.0 and best_gain >= _SHIFT_SHARE * sst else 0
 
 
 def steps_to_progress(

@@ -132,3 +132,39 @@ def test_a_non_positive_gain_falls_back_to_the_reference(monkeypatch: pytest.Mon
                         lambda self, o, links: [[0.01] for _ in p.grid])
     assert p._plan_scores(obs, 50.0, True) == {d: math.inf for d in p.grid}
     assert called == [1]
+
+
+def _level_shift_before(xs: list[float], min_after: int, min_shift: float) -> int:
+    """The level-shift test as it was before its total variance became lazy."""
+    n = len(xs)
+    if n < min_after + 2:
+        return 0
+    total = sum(xs)
+    mean = total / n
+    sst = sum((x - mean) ** 2 for x in xs)
+    if sst <= 0.0:
+        return 0
+    best_k, best_gain, head = 0, 0.0, 0.0
+    for k in range(1, n):
+        head += xs[k - 1]
+        m1, m2 = head / k, (total - head) / (n - k)
+        gain = k * (m1 - mean) ** 2 + (n - k) * (m2 - mean) ** 2
+        if gain > best_gain:
+            best_k, best_gain = k, gain
+    head = sum(xs[:best_k])
+    jump = abs((total - head) / (n - best_k) - head / best_k) if best_k else 0.0
+    accept = best_gain >= 0.8 * sst and jump > min_shift and n - best_k >= min_after
+    return best_k if accept else 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.1, 0.2, 1.5, 1.6, -3.0]), min_size=0, max_size=40),
+       st.lists(st.floats(min_value=-20.0, max_value=20.0, allow_nan=False), max_size=40),
+       st.integers(min_value=0, max_value=8), st.sampled_from([0.0, math.log1p(0.25), 1.0]))
+def test_level_shift_is_what_it_was(levels: list[float], noisy: list[float], min_after: int,
+                                    min_shift: float) -> None:
+    from sim.control.policies.mpc_forecast import _level_shift
+
+    for xs in (levels, noisy, levels + noisy):
+        assert _level_shift(xs, min_after, min_shift) == _level_shift_before(
+            xs, min_after, min_shift)
