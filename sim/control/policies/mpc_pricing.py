@@ -31,6 +31,12 @@ _PRIOR_LINKS = tuple((lat, bw) for lat in (1e-5, 1e-3, 1e-1) for bw in (1.25e7, 
 #: this many times the last bucket's collective (which no window can hide); otherwise the
 #: window is assumed to be this share of compute and compression (backward = 2 x forward).
 _TAIL_MARGIN = 1.1
+#: An earlier link estimate explains a measurement when its corrected prediction is within this
+#: factor of it: timing noise and an iteration that spans a change of the link put a measurement
+#: up to about 2x from the prediction of the estimate it ran under (1.9x at a congestion onset
+#: on ``markov:seed=9301`` resnet50, 1,024 workers), a link that moved puts it further.
+_EXPLAINS = 3.0
+_LOG_EXPLAINS = math.log(_EXPLAINS)
 _BACKWARD_SHARE = 2.0 / 3.0
 
 
@@ -147,6 +153,31 @@ class MpcPricing:
             ).time_s(lat, bw)
             for i, m in enumerate(sizes)
         )
+
+    def _explaining(self, obs: Observation, links: list[tuple[float, float]]
+                    ) -> list[tuple[float, float]]:
+        """The ``(latency, bandwidth)`` estimates of ``links`` that explain the communication
+        ``obs`` measured: their corrected prediction of the decision that ran is within
+        :data:`_EXPLAINS` of the measured seconds. An estimate that does is another split of
+        the same measurement (the monitor cannot tell latency from bandwidth on it); one that
+        does not is a link the measurement has left behind. All of ``links`` when nothing was
+        measured."""
+        d = obs.decision
+        measured = obs.extra.get("link_comm_s", obs.comm_s) if d is not None else None
+        if d is None or measured is None or not measured > 0.0:
+            return links
+        sizes = obs.bucket_bytes or (obs.grad_bytes,)
+        corr = [math.exp(self._correction(d.collective_for(i))) for i in range(len(sizes))]
+        out = []
+        for lat, bw in links:
+            pred = sum(
+                self._comm_terms(d.collective_for(i), obs, float(m), d.density,
+                                 d.compressor).time_s(lat, bw) * corr[i]
+                for i, m in enumerate(sizes)
+            )
+            if pred > 0.0 and abs(math.log(pred / measured)) <= _LOG_EXPLAINS:
+                out.append((lat, bw))
+        return out
 
     def _minimax_choice(self, obs: Observation, density: float) -> dict[float, str]:
         """Per bucket size, the collective whose worst ratio to the best one over
