@@ -251,13 +251,16 @@ def _tta(args: argparse.Namespace) -> int:
     scs = tt.run_all(tt.scenarios(traces, workloads, workers), jobs=args.jobs,
                      fidelity=args.fidelity, policies=pols, known=known,
                      checkpoint=Path(args.checkpoint) if args.checkpoint else None)
-    summary = tt.summarise(scs)
+    # With the oracle alone (a first pass, completed later with --reuse) there is no adaptive
+    # policy to summarise: the scenarios are written without a summary.
+    summary = tt.summarise(scs) if all(s.has_adaptive() for s in scs) else None
     if args.json:
         rows = [tt.to_row(s) for s in scs]
         sys.stdout.write(json.dumps({"scenarios": rows, "summary": summary}, indent=1) + "\n")
         return 0
     sys.stdout.write(tt.format_table(scs))
-    sys.stdout.write(json.dumps(summary, indent=1) + "\n")
+    if summary is not None:
+        sys.stdout.write(json.dumps(summary, indent=1) + "\n")
     return 0
 
 

@@ -178,6 +178,10 @@ def tta_s(records: Any, target: float) -> float:
     return float(records["start_s"].iloc[i] + records["iter_s"].iloc[i])
 
 
+#: Policies that are not adaptive ones (the best adaptive policy is chosen among the others).
+_NOT_ADAPTIVE = ("oracle", "dense", "fixed")
+
+
 @dataclass
 class Scenario:
     """One (trace, workload, workers) cell and its measured times to target."""
@@ -196,9 +200,14 @@ class Scenario:
         d = min(self.fixed, key=lambda k: (self.fixed[k], -k))
         return d, self.fixed[d]
 
+    def has_adaptive(self) -> bool:
+        """Whether a policy other than the oracle, dense and fixed ran (a first pass with the
+        oracle alone, to be completed with ``--reuse``, has none)."""
+        return any(k not in _NOT_ADAPTIVE for k in self.policies)
+
     def best_adaptive(self) -> tuple[str, float]:
         """``(policy, seconds)`` of the fastest policy other than the oracle, dense and fixed."""
-        cand = {k: v for k, v in self.policies.items() if k not in ("oracle", "dense", "fixed")}
+        cand = {k: v for k, v in self.policies.items() if k not in _NOT_ADAPTIVE}
         name = min(cand, key=lambda k: (cand[k], k))
         return name, cand[name]
 
@@ -383,10 +392,13 @@ def format_table(scs: list[Scenario]) -> str:
         d, fx = s.best_fixed
         o = s.policies["oracle"]
         cells = " ".join(f"{s.policies[k] / o:9.3f}" for k in names)
-        ba, bt = s.best_adaptive()
+        best = "-"
+        if s.has_adaptive():
+            ba, bt = s.best_adaptive()
+            best = f"{ba} {bt / o:.3f}"
         lines.append(
             f"{s.trace[:22]:<22} {s.workload:<10} {s.workers:>5} {s.target:6.0f} "
-            f"{fx / o:6.3f}@{d:<5g} {o:10.4g} {cells}  {ba} {bt / o:.3f}\n"
+            f"{fx / o:6.3f}@{d:<5g} {o:10.4g} {cells}  {best}\n"
         )
     return "".join(lines)
 

@@ -256,3 +256,23 @@ def test_sixth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> No
         a, b = mod._at(*fcc, float(t)), mod._at(*metro, float(t))
         assert float(bw) == min(a[1], b[1])
         assert float(lat) == pytest.approx(a[0] + b[0])
+
+
+def test_an_oracle_only_first_pass_writes_its_scenarios_without_a_summary(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--policies oracle`` (the fixed grid and the oracle, completed later with ``--reuse``)
+    has no adaptive policy to summarise: the JSON holds the scenarios and no summary, and the
+    table names no best adaptive policy (it stopped on an empty min() before)."""
+    import json
+
+    tt = _module()
+    done = [tt.Scenario(tt.BUNDLED[0], "lstm-ptb", 8, "c", 1.0, {1.0: 12.0, 0.1: 10.0},
+                        {"oracle": 9.0})]
+    monkeypatch.setattr(tt, "run_all", lambda *a, **k: done)
+    bench = load_script("bench_controllers")
+    assert bench.main(["--tta", "--quick", "--json", "--policies", "oracle"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"] is None
+    assert tt.from_json(data)[0].fixed == done[0].fixed
+    assert bench.main(["--tta", "--quick", "--policies", "oracle"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("  -")

@@ -53,18 +53,14 @@ estimates before it, it is more than ``collective_regret`` times slower than tha
 cheapest; then each bucket goes over the collective whose worst ratio to the cheapest over the
 four is least. At 1,024 workers a collective chosen on one wrong latency/bandwidth split (an
 iteration spanning several link changes) costs 10-100x; a link that really moved moves the next
-estimates too, and the choice follows once they agree. An earlier estimate is hedged over only
-until two measurements since have left it behind (each iteration's measured communication more
-than 3x from its corrected prediction of the decision that ran): a mis-split estimate is another
-split of the same measurement, and the earlier ones still explain it; one iteration that spans
-a step of the link leaves them behind once; after a real move (a latency that walked from 8 to
-30 ms and on) they predict a fraction of every later measurement, and hedging over them kept a
-collective that cost twice the cheapest for iterations. The hedge also prices the latency the
-history shows the next iteration may meet: the latest estimate plus ``spread`` times the spread
-of the latency's move over one iteration (:class:`LatencyDiffusion`: the rate of the squared
-moves of the estimate per second of run, over the last ``history`` observations). A latency
-resting at zero shows no risk in the last estimates, yet one that walked can only rise from
-there, and a ring over 1,024 workers pays 2,046 latencies per bucket.
+estimates too, and the choice follows once they agree. An earlier estimate counts until two
+measurements since are 3x off its prediction (a mis-split leaves the earlier estimates
+explaining them, a real move does not: ``MpcPricing._note_link``). The hedge also prices the
+latency the history shows the next iteration may meet: the latest estimate plus ``spread``
+times the spread of the latency's move over one iteration (:class:`LatencyDiffusion`: the rate
+of the squared moves of the estimate per second of run, over the last ``history``
+observations); a latency resting at zero shows no risk in the last estimates, yet one that
+walked can only rise, and a ring over 1,024 workers pays 2,046 latencies per bucket.
 
 A collective never run yet gets half the mean log correction of those that were (a correction
 absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
@@ -116,12 +112,6 @@ __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
 _LATENCY_FLOOR_S = 1e-6
 _BANDWIDTH_FLOOR_BPS = 1.0
 
-#: Earlier estimates (besides the latest) a bucket's collective is hedged over.
-_HEDGE_RECENT = 3
-#: Measurements an earlier estimate must fail to explain before the hedge drops it: one
-#: iteration that spans a change of the link can leave them all behind while the latest
-#: estimate is a mis-split of it; a link that moved leaves them behind again in the next one.
-_LEFT_BEHIND = 2
 
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 
@@ -249,10 +239,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._last_it_s = 0.0  # the last iteration's seconds: the next decision's exposure
         self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
                                 self.replan_change)
-        #: The monitor's latest (latency, bandwidth) estimates, newest last, each with how many
-        #: measurements since have left it behind (:meth:`_explaining`; a measurement is a
-        #: fact: a later one that it explains again does not take that back).
-        self._links: deque[tuple[float, float, int]] = deque(maxlen=_HEDGE_RECENT + 1)
+        self._links = deque()  # bounded by :meth:`_note_link`
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
@@ -305,18 +292,14 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
                     self._compress_s = obs.compress_s
         self._learn_correction(obs)
         if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
-            explained = self._explaining(obs, [(lat, bw) for lat, bw, _ in self._links])
-            self._links = deque(((lat, bw, gone + ((lat, bw) not in explained))
-                                 for lat, bw, gone in self._links), maxlen=_HEDGE_RECENT + 1)
-            self._links.append((obs.latency_s or 0.0, obs.bandwidth_Bps, 0))
+            self._note_link(obs)
+            self._bw.update(obs.bandwidth_Bps)
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
         it_s = iteration_time_s(obs)
         if it_s is not None and obs.latency_s is not None:
             self._lat_moves.update(obs.latency_s, it_s)
             self._last_it_s = it_s
-        if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
-            self._bw.update(obs.bandwidth_Bps)
         self._learn_window(obs)
 
     def _plan(self, obs: Observation) -> float:
@@ -349,9 +332,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             # The latest estimate and the ones before it: a collective the latest alone
             # makes cheapest must not be many times the best on the link just measured.
             lat = obs.latency_s or 0.0
-            links = [(lat, obs.bandwidth_Bps), *(
-                (a, b) for a, b, gone in list(self._links)[-_HEDGE_RECENT - 1:-1]
-                if gone < _LEFT_BEHIND)]
+            links = [(lat, obs.bandwidth_Bps), *self._standing_links()]
             # And the latency the history says the next iteration may meet (module doc).
             rise = self.spread * self._lat_moves.spread_s(self._last_it_s)
             if rise > 0.0:
