@@ -3,7 +3,7 @@
 Usage: ``python benchmarks/bench_netns_validation.py [--ranks 2,4] [--steps 100] [--json]
 [--keep DIR] [--reuse] [--pricing one-call|per-call|per-call-by-time] [--message-bytes]
 [--pin-cores] [--delay-policy dc2-aimd|dc2-pi|...] [--latency-pings N] [--rank-nice N]
-[--runs-only]`` (root: network namespaces and tc).
+[--runs-only] [--no-tbf-burst] [--fit-extra-latency]`` (root: network namespaces and tc).
 
 For every rank count, three stages, each on runs of its own:
 
@@ -12,11 +12,16 @@ For every rank count, three stages, each on runs of its own:
    Mbit/s, sizes 1 KiB..4 MiB (powers of 4), fitted to the stepwise simulator's gloo transport (per-hop latency and
    bandwidth efficiency against each tbf rate; the efficiencies on transfers of at least
    ``--fit-min-transfer-ms``, 2 ms by default, longer than tbf's burst). One fit per rank count: on a 2-core machine,
-   4 ranks oversubscribe the cores and pay a different per-hop cost than 2.
+   4 ranks oversubscribe the cores and pay a different per-hop cost than 2. The transport
+   then gets the links' tbf burst (``realrun.netns.with_tbf_burst``; not fitted: the
+   microbenchmark's calls run back to back, so its bucket is nearly empty), which a simulated
+   iteration's first collective gets after the compute (``--no-tbf-burst``: none).
 2. Compute calibration (seed 1, constant trace at ``CAL_TRACE``, a rate no validated run uses):
    a dense run, a top-k 10% run and the same with per-step agreement, fitted as
    ``compctl validate --fit-calibration --fit-compressed --fit-agreement`` does, at the
-   stepwise level under the transport calibration of stage 1.
+   stepwise level under the transport calibration of stage 1, with no extra latency per
+   collective term (``--fit-extra-latency``: the dense run's communication residual as one,
+   the previous method; it swung from -2.6 to +3.5 ms per term between rounds at 2 ranks).
 3. Validation (seed 2): dense, top-k 10% (allgather) and the delay-driven dc2-aimd (a target
    on the measured communication time), each under a constant trace (``CONST``) and a stepped
    one (``STEPPED``, 50 <-> 10 Mbit/s every second; the compressed policies' runs 3x as many
@@ -66,6 +71,7 @@ from realrun.allreduce_bench import measure_netns
 from realrun.calibrate import NETNS_MIN_TRANSFER_MS
 from realrun.config import RealConfig
 from realrun.launcher import launch
+from realrun.netns import with_tbf_burst
 from sim.atomic_files import atomic_write_bytes
 from sim.rundir import read_run
 from sim.transport_fit import (
@@ -95,6 +101,11 @@ PIN_CORES = False  # --pin-cores: the real runs' ranks pinned to cores, round ro
 PIN_MICROBENCHMARK = False
 LATENCY_PINGS = 20  # --latency-pings: pings of the delay-driven policies' real runs
 RANK_NICE = 0  # --rank-nice: scheduling priority of the measurements and real runs
+# --no-tbf-burst: simulate without the netns links' tbf burst (the previous model)
+TBF_BURST = True
+# --fit-extra-latency: fit the dense calibration run's communication residual as a latency per
+# term (the previous method); by default the transport microbenchmark alone prices communication
+FIT_EXTRA_LATENCY = False
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
@@ -130,6 +141,8 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
                         allgather_by_size=PRICING == "per-call-by-time",
                         call_per_tensor=PRICING != "one-call",
                         min_transfer_s=MIN_TRANSFER_MS * 1e-3, message_bytes=MESSAGE_BYTES)
+    if TBF_BURST:
+        fit.transport = with_tbf_burst(fit.transport)
     doc = calibration_document(fit, source=f"netns microbenchmark, {n} ranks, tbf at "
                                f"{', '.join(f'{r:g}' for r in CAL_RATES)} Mbit/s")
     path = tmp / f"transport-n{n}.json"
@@ -220,6 +233,7 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
     real, meta = read_run(cal_dense)
     cal = fit_calibration(real, meta, compressed=read_run(cal_topk),
                           agreed=read_run(cal_agree), name=f"n{n} calibration runs (seed 1)",
+                          fit_extra_latency=FIT_EXTRA_LATENCY,
                           **stepwise)  # type: ignore[arg-type]
     rows = []
     for tname in ("constant", "stepped"):
@@ -300,13 +314,21 @@ def main() -> int:
     ap.add_argument("--rank-nice", type=int, default=0,
                     help="scheduling priority of the measurements and real runs (root for < 0; "
                     "default 0: unchanged)")
+    ap.add_argument("--no-tbf-burst", action="store_true",
+                    help="simulate without the netns links' tbf burst (the previous model: "
+                    "every transfer waits for the rate from its first byte)")
+    ap.add_argument("--fit-extra-latency", action="store_true",
+                    help="fit the dense calibration run's communication residual as a latency "
+                    "per collective term (the previous method; by default held at 0: the "
+                    "transport microbenchmark prices communication)")
     ap.add_argument("--runs-only", action="store_true",
                     help="the transport measurements and real runs only, no simulation (with "
                     "--keep; simulate later with --reuse)")
     args = ap.parse_args()
     global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES, PIN_CORES, LATENCY_PINGS, RANK_NICE
-    global PIN_MICROBENCHMARK
+    global PIN_MICROBENCHMARK, TBF_BURST, FIT_EXTRA_LATENCY
     PIN_MICROBENCHMARK = args.pin_microbenchmark
+    TBF_BURST, FIT_EXTRA_LATENCY = not args.no_tbf_burst, args.fit_extra_latency
     if args.latency_pings < 0:
         sys.stderr.write(f"error: --latency-pings must be >= 0, got {args.latency_pings}\n")
         return 2

@@ -76,6 +76,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "point): a token-bucket shaper passes its burst at once, so shorter ones "
                    "overstate the sustained rate (default: 2 with --netns-mbit, twice its tbf "
                    "burst of 1 ms; else 0)")
+    p.add_argument("--rank-rt", type=int, default=0, metavar="PRIO",
+                   help="--measure: run the ranks under SCHED_FIFO at this priority (root; "
+                   "0: off, the default). On a machine shared with other work a waking rank "
+                   "otherwise waits for the running task's time slice, and small messages "
+                   "measure that wait (docs/benchmarks/realrun.md)")
+    p.add_argument("--tcp-cc", default=None, metavar="NAME",
+                   help="--measure --netns-mbit: TCP congestion controller of the rank "
+                   "namespaces (e.g. reno; default: the system's). BBR overestimates a "
+                   "tbf-shaped veth's bandwidth and drops at low rates")
     p.add_argument("--max-ranks", type=int, default=2, help="--measure: ranks 2..N (2)")
     p.add_argument("--min-ranks", type=int, default=2,
                    help="--measure: smallest rank count (2)")

@@ -30,14 +30,22 @@ import os
 import secrets
 import shutil
 import subprocess
+from dataclasses import replace
 from types import TracebackType
 
 from sim.errors import InputError
+from sim.transports import Transport
 
 from .shaper import run_tc
 from .traceplayer import Breakpoint
 
-__all__ = ["NetnsLab", "netns_unavailable_reason", "tbf_args"]
+__all__ = ["NetnsLab", "TBF_BURST_S", "TBF_MIN_BURST_BYTES", "netns_unavailable_reason",
+           "tbf_args", "with_tbf_burst"]
+
+#: tbf's bucket: this many seconds of traffic at the rate ...
+TBF_BURST_S = 0.001
+#: ... but at least two full-size (1514 B) frames.
+TBF_MIN_BURST_BYTES = 3028
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +70,14 @@ def tbf_args(bandwidth_Bps: float) -> list[str]:
     packets, queue up to 100 ms. A small burst matters: between iterations the bucket refills,
     and a large one would let the start of every collective pass at line rate."""
     rate_bit = max(int(round(bandwidth_Bps * 8)), 8000)
-    burst = max(int(bandwidth_Bps * 0.001), 3028)
+    burst = max(int(bandwidth_Bps * TBF_BURST_S), TBF_MIN_BURST_BYTES)
     return ["rate", f"{rate_bit}bit", "burst", str(burst), "latency", "100ms"]
+
+
+def with_tbf_burst(transport: Transport) -> Transport:
+    """``transport`` with the netns links' tbf burst (:func:`tbf_args`) as its shaper burst
+    (``burst_s``, ``burst_bytes``: :mod:`sim.transports`), for simulating netns runs."""
+    return replace(transport, burst_s=TBF_BURST_S, burst_bytes=float(TBF_MIN_BURST_BYTES))
 
 
 class NetnsLab:

@@ -282,7 +282,8 @@ class StepwiseIterationModel(WorkloadCosts):
             shift += comp[i]
             r = ready[i] + shift
             t = r if r > t_comm else t_comm
-            dur = net.run(cs, start_s + t)
+            # the links idled since the previous collective ended (a shaper's bucket refills)
+            dur = net.run(cs, start_s + t, idle_s=t - t_comm)
             if lossy is not None and tally is not None:
                 out = lossy.stepwise(net, cs, start_s + t, dur)
                 tally.add(out)
@@ -368,7 +369,7 @@ class StepwiseIterationModel(WorkloadCosts):
             r = ready[i] + shift
             t = r if r > t_comm else t_comm
             rec: list[tuple[str, float, float]] = []
-            dur = self.network.run(cs, start_s + t, record=rec)
+            dur = self.network.run(cs, start_s + t, record=rec, idle_s=t - t_comm)
             span(f"bucket {i}", "collectives", t, t + dur, bytes=cs.total_bytes, chunks=cs.chunks)
             for name, p0, p1 in rec:
                 span(name, "links", p0 - start_s, p1 - start_s, bucket=i)

@@ -39,6 +39,13 @@ closed form, :func:`pipelined_closed_form_s`): latency is paid once per pipeline
 ``C xe >= x + d``, once per step otherwise. With one chunk and no extra latency (the ``ideal``
 transport) this is the alpha-beta closed form ``S (X + d)``.
 
+Shaper burst: under a transport with a token-bucket burst (``burst_s``/``burst_bytes``), a
+collective run with ``idle_s`` (how long its links idled before it) moves the bytes the bucket
+refilled in that time (:meth:`Transport.burst_credit_bytes`, per link) at once: its first step's
+most loaded link waits for the rate only for the rest (per-tensor calls use the credit in call
+order; the hop floor and the window bound still hold). Later steps find the bucket drained.
+Steps whose messages differ in size (max-min fair flows) get no credit.
+
 Time-varying links: a phase runs with the link states at the time its first chunk starts, for as
 many steps as end before the next change of any link it uses; a step across a change finishes
 its remaining fraction at the new state (bandwidth and delay changing mid-transfer).
@@ -297,21 +304,31 @@ class StepwiseNetwork:
         return load
 
     # ------------------------------------------------------------------ costs
-    def _step_cost(self, ph: CompiledPhase, lat: np.ndarray, bw: np.ndarray) -> tuple[float, float]:
-        """``(d, X)``: a step's latency and its most loaded link's time for all its bytes."""
+    def _step_cost(self, ph: CompiledPhase, lat: np.ndarray, bw: np.ndarray,
+                   credit: np.ndarray | None = None) -> tuple[float, float]:
+        """``(d, X)``: a step's latency and its most loaded link's time for all its bytes
+        (``credit``: bytes per used link a shaper's bucket lets through at once)."""
         tp = self.transport
         lat_path = np.where(ph.paths >= 0, lat[ph.paths], 0.0).sum(axis=1)
         link = float(lat_path.max())
         if ph.calls:
-            x = sum(self._transfer_s(ph, lat_path, bw, share) for share in ph.calls)
+            left = None if credit is None else credit.copy()
+            x = 0.0
+            for share in ph.calls:
+                used = None if left is None else np.minimum(left, ph.load_bytes * share)
+                x += self._transfer_s(ph, lat_path, bw, share, used)
+                if left is not None and used is not None:
+                    left = left - used
             return link + tp.hop_latency_s * len(ph.calls), x
-        return link + tp.hop_latency_s, self._transfer_s(ph, lat_path, bw, 1.0)
+        return link + tp.hop_latency_s, self._transfer_s(ph, lat_path, bw, 1.0, credit)
 
     def _transfer_s(
-        self, ph: CompiledPhase, lat_path: np.ndarray, bw: np.ndarray, share: float
+        self, ph: CompiledPhase, lat_path: np.ndarray, bw: np.ndarray, share: float,
+        credit: np.ndarray | None = None,
     ) -> float:
         """``X`` of one call moving ``share`` of the phase's bytes: the most loaded link's time
-        at the phase's efficiency, the TCP window's bound, the hop floor."""
+        at the phase's efficiency (less the bytes ``credit`` lets through at once), the TCP
+        window's bound, the hop floor."""
         tp = self.transport
         eff = ph.efficiency
         if ph.gather and tp.allgather_efficiency_per_doubling != 0.0:
@@ -325,6 +342,8 @@ class StepwiseNetwork:
         if ph.fair is not None:
             x = fair_transfer_s(ph.fair, msg, lat_path, bw * eff, tp.window_bytes)
             return max(x, tp.hop_floor_s)
+        if credit is not None:
+            load = np.maximum(load - credit, 0.0)
         x = float((load / (bw[ph.links] * eff)).max())
         if tp.window_bytes > 0:
             rtt = 2.0 * lat_path
@@ -356,9 +375,11 @@ class StepwiseNetwork:
         cs: CompiledSchedule,
         start_s: float,
         record: list[tuple[str, float, float]] | None = None,
+        idle_s: float = 0.0,
     ) -> float:
         """Duration of ``cs`` started at ``start_s`` (seconds); with ``record``, appends
-        ``(phase, start_s, end_s)`` of every phase (for event timelines)."""
+        ``(phase, start_s, end_s)`` of every phase (for event timelines). ``idle_s``: how long
+        its links idled before it (a shaper's burst refills meanwhile; module docstring)."""
         if not cs.phases:
             return 0.0
         tp = self.transport
@@ -366,6 +387,13 @@ class StepwiseNetwork:
         if tp.host_copy_Bps > 0:
             extra += 2.0 * cs.max_rank_bytes / tp.host_copy_Bps
         states = self.states
+        if idle_s > 0.0 and (tp.burst_s > 0.0 or tp.burst_bytes > 0.0):
+            fixed = None
+            if not cs.traced:
+                _, lat, bw, _ = states.at(start_s)
+                fixed = (lat, bw)
+            return self._pipeline(cs, start_s + extra, fixed=fixed, record=record,
+                                  idle_s=idle_s) + extra
         if not cs.traced and record is None:
             ck = (id(cs), ())
             got = self._dur_cache.get(ck)
@@ -382,6 +410,7 @@ class StepwiseNetwork:
         t0: float,
         fixed: tuple[np.ndarray, np.ndarray] | None,
         record: list[tuple[str, float, float]] | None = None,
+        idle_s: float = 0.0,
     ) -> float:
         c_n = cs.chunks
         slots = self.transport.slots
@@ -391,6 +420,10 @@ class StepwiseNetwork:
             if record is not None:
                 record.append((ph.name, t, math.nan))
             left = ph.repeats
+            if idx == 0 and idle_s > 0.0 and ph.fair is None:
+                t = self._burst_step(ph, t, fixed, idle_s, c_n, slots,
+                                     tail=last == 0 and left == 1)
+                left -= 1
             while left > 0:
                 if fixed is not None:
                     key: tuple[int, ...] = ()
@@ -421,6 +454,33 @@ class StepwiseNetwork:
             if record is not None:
                 record[-1] = (ph.name, record[-1][1], t)
         return t - t0
+
+    def _burst_step(
+        self,
+        ph: CompiledPhase,
+        t: float,
+        fixed: tuple[np.ndarray, np.ndarray] | None,
+        idle_s: float,
+        c_n: int,
+        slots: int,
+        *,
+        tail: bool,
+    ) -> float:
+        """End of the first step of a collective started at ``t`` after its links idled
+        ``idle_s``: its bytes less the shaper bucket's credit (uncached: the credit varies)."""
+        if fixed is not None:
+            lat, bw = fixed
+            nxt = math.inf
+        else:
+            _, lat, bw, nxt = self.states.at(t)
+            if not ph.traced:
+                nxt = math.inf
+        credit = self.transport.burst_credit_bytes(bw[ph.links], idle_s)
+        step, last = _step_times(*self._step_cost(ph, lat, bw, credit), c_n, slots)
+        dur = last if tail else step
+        if t + dur <= nxt:
+            return t + dur
+        return self._straddle(ph, t, nxt, dur, c_n, slots, tail=tail)
 
     def _straddle(
         self,

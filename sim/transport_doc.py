@@ -56,6 +56,10 @@ def calibration_document(fit: FittedTransport, *, source: str) -> dict[str, Any]
                  f"{tp.allgather_efficiency_per_doubling:+.4g} per doubling of that time")
     if tp.call_per_tensor:
         note += "; one collective call per payload tensor (as compctl's real hook sends them)"
+    if tp.burst_s or tp.burst_bytes:
+        note += (f"; the links' shaper passes a burst of max({tp.burst_s * 1e3:.4g} ms of "
+                 f"traffic, {tp.burst_bytes:.0f} B) at once after idling (set from the shaper, "
+                 "not fitted: the microbenchmark's calls run back to back)")
     return {
         "schema": CALIBRATION_SCHEMA,
         "note": note,

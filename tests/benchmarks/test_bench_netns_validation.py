@@ -68,3 +68,32 @@ def test_bad_arguments_exit_2(argv: list[str], monkeypatch: pytest.MonkeyPatch,
     assert mod.main() == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and err.count("\n") == 1
+
+
+def test_the_transport_calibration_carries_the_tbf_burst(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stage 1 re-fitted on kept measurements: the calibration file gets the netns links' tbf
+    burst (set from the shaper, not fitted), and ``--no-tbf-burst``'s switch leaves it out."""
+    from dataclasses import replace
+
+    from realrun.netns import TBF_BURST_S, TBF_MIN_BURST_BYTES
+    from sim.transport_fit import Measurement, predict_s, write_csv
+    from sim.transports import TRANSPORTS, load_calibration
+
+    mod = _module()
+    truth = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, bandwidth_efficiency=0.9,
+                    allgather_efficiency=0.7, hop_floor_s=3e-4, call_per_tensor=1)
+    points = [Measurement(2, float(size), predict_s(truth, 2, size, latency_s=0.0,
+                                                    bandwidth_Bps=bw, collective=coll),
+                          bw, op)
+              for bw in (3.125e6, 12.5e6) for size in mod.CAL_SIZES
+              for op, coll in (("allreduce", "ring"), ("allgather", "allgather"))]
+    write_csv(str(tmp_path / "transport-n2.csv"), points)
+    path, summary = mod.transport_calibration(tmp_path, 2, True)
+    tp = load_calibration(str(path))["gloo"]
+    assert (tp.burst_s, tp.burst_bytes) == (TBF_BURST_S, TBF_MIN_BURST_BYTES)
+    assert tp.allgather_efficiency == pytest.approx(0.7, rel=1e-3)
+    monkeypatch.setattr(mod, "TBF_BURST", False)
+    path, _ = mod.transport_calibration(tmp_path, 2, True)
+    tp = load_calibration(str(path))["gloo"]
+    assert (tp.burst_s, tp.burst_bytes) == (0.0, 0.0)

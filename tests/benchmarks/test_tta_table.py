@@ -214,3 +214,65 @@ def test_checkpoint_keeps_finished_cells_and_resumes_without_rerunning(tmp_path:
     ck.write_text('{"broken\n' + json.dumps(row) + "\n")
     with pytest.raises(InputError, match="line 1 is not JSON"):
         tt.run_all([tt.Scenario(trace, "lstm-ptb", 8, "c")], policies=["dense"], checkpoint=ck)
+
+
+def test_sixth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    tt = _module()
+    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4, tt.HELD_OUT_5)
+    earlier = set(tt.BUNDLED).union(*older)
+    assert not set(tt.HELD_OUT_6) & earlier
+
+    def seeds(held: dict[str, str]) -> set[str]:
+        return {p.split(":")[-1] for t in held for p in t.split(",")
+                if p.split(":")[-1].startswith("seed=")}
+
+    assert seeds(tt.HELD_OUT_6) and not seeds(tt.HELD_OUT_6) & set().union(
+        *(seeds(h) for h in older))
+
+    def unseeded(t: str) -> str:
+        return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
+
+    assert not {unseeded(t) for t in tt.HELD_OUT_6} & {unseeded(t) for t in earlier}
+    files = [t for t in tt.HELD_OUT_6 if t.endswith(".csv")]
+    assert len(files) == 2 and all(Path(f).name.startswith("heldout6-") for f in files)
+    for f in files:
+        text = (_PATH.parents[1] / f).read_text()
+        assert "# source:" in text and "time_s,latency_s,bandwidth_Bps" in text
+
+
+def test_sixth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
+    mod = load_script("make_heldout6_traces")
+    assert mod.main([str(tmp_path)]) == 0
+    for name in ("heldout6-series-fcc-metro.csv", "heldout6-geo-standard-mesh.csv"):
+        assert (tmp_path / name).read_text() == (
+            _PATH.parents[1] / "benchmarks/data" / name).read_text()
+    # In series: the lesser bandwidth of the two sources and the sum of their latencies.
+    fcc = mod._read(mod.SERIES[0])
+    metro = mod._read(mod.SERIES[1])
+    rows = [r.split(",") for r in (tmp_path / "heldout6-series-fcc-metro.csv").read_text(
+        ).splitlines() if r[:1].isdigit()]
+    assert len(rows) > 100
+    for t, lat, bw in rows:
+        a, b = mod._at(*fcc, float(t)), mod._at(*metro, float(t))
+        assert float(bw) == min(a[1], b[1])
+        assert float(lat) == pytest.approx(a[0] + b[0])
+
+
+def test_an_oracle_only_first_pass_writes_its_scenarios_without_a_summary(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--policies oracle`` (the fixed grid and the oracle, completed later with ``--reuse``)
+    has no adaptive policy to summarise: the JSON holds the scenarios and no summary, and the
+    table names no best adaptive policy (it stopped on an empty min() before)."""
+    import json
+
+    tt = _module()
+    done = [tt.Scenario(tt.BUNDLED[0], "lstm-ptb", 8, "c", 1.0, {1.0: 12.0, 0.1: 10.0},
+                        {"oracle": 9.0})]
+    monkeypatch.setattr(tt, "run_all", lambda *a, **k: done)
+    bench = load_script("bench_controllers")
+    assert bench.main(["--tta", "--quick", "--json", "--policies", "oracle"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"] is None
+    assert tt.from_json(data)[0].fixed == done[0].fixed
+    assert bench.main(["--tta", "--quick", "--policies", "oracle"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("  -")

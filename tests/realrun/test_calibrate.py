@@ -422,3 +422,40 @@ def test_real_side_kind() -> None:
     assert real_side_kind({"emulation": {"mode": "hook", "delay": "hook",
                                          "bandwidth": "hook"}})[0] == "emulated"
     assert real_side_kind({"config": {"emulation": "none"}})[0] == "real"
+
+
+def test_measure_passes_real_time_ranks_and_the_congestion_controller_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--rank-rt`` and ``--tcp-cc`` reach the netns microbenchmark and the file's note;
+    ``--rank-rt`` reaches the loopback one; ``--tcp-cc`` without netns is an input error."""
+    from dataclasses import replace
+
+    import realrun.allreduce_bench as bench
+    from sim.transports import TRANSPORTS
+
+    truth = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, hop_latency_s=1e-4,
+                    bandwidth_efficiency=0.9)
+    seen: list[dict[str, object]] = []
+
+    def fake_netns(rates: list[float], *a: object, **kw: object) -> list[Measurement]:
+        seen.append(kw)
+        return [m for m in shaped_points(truth) if m.op == "allreduce"]
+
+    def fake_loopback(*a: object, **kw: object) -> list[Measurement]:
+        seen.append(kw)
+        return [Measurement(2, float(s), 1e-4 + s / 1e9) for s in (1024, 65536, 2**20)]
+
+    monkeypatch.setattr(bench, "measure_netns", fake_netns)
+    monkeypatch.setattr(bench, "measure", fake_loopback)
+    out = tmp_path / "cal.json"
+    rep = _calibrate(capsys, "--measure", "--netns-mbit", "25,100", "--rank-rt", "10",
+                     "--tcp-cc", "reno", "--out", str(out))
+    assert seen[-1]["rt_priority"] == 10 and seen[-1]["congestion_control"] == "reno"
+    assert "TCP reno, ranks under SCHED_FIFO 10" in rep["calibration"]["note"]
+    _calibrate(capsys, "--measure", "--netns-mbit", "25,100", "--out", str(out))
+    assert seen[-1]["rt_priority"] == 0 and seen[-1]["congestion_control"] is None
+    _calibrate(capsys, "--measure", "--rank-rt", "5", "--out", str(out))
+    assert seen[-1]["rt_priority"] == 5
+    assert main(["calibrate", "--measure", "--tcp-cc", "reno", "--out", str(out)]) == 2
+    assert "--tcp-cc needs --netns-mbit" in capsys.readouterr().err

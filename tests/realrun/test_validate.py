@@ -139,3 +139,18 @@ def test_validate_can_charge_the_simulated_controllers_own_decision_time(tmp_pat
     timed, _ = simulate_like(meta, measure_decisions=True)
     assert (timed["decide_s"].iloc[1:] > 0).all()
     assert float(timed["iter_s"].sum()) > float(plain["iter_s"].sum())
+
+
+def test_extra_latency_can_be_held_at_zero() -> None:
+    """With the transport calibrated elsewhere, the dense run's communication residual is not
+    turned into a latency per term (``fit_extra_latency=False``)."""
+    slow = _fake_real("dense", {}, compute_scale=2.0, overhead_s=0.0)
+    meta = _meta("dense", {})
+    # a residual the simulator cannot know: the fake "real" run's communication 3 ms slower
+    slow = slow.assign(comm_s=slow["comm_s"] + 0.003, exposed_comm_s=slow["exposed_comm_s"] + 0.003,
+                       iter_s=slow["iter_s"] + 0.003)
+    fitted = fit_calibration(slow, meta)
+    held = fit_calibration(slow, meta, fit_extra_latency=False)
+    assert fitted.extra_latency_s > 1e-3
+    assert held.extra_latency_s == 0.0
+    assert held.compute_scale == fitted.compute_scale

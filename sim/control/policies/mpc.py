@@ -53,12 +53,14 @@ estimates before it, it is more than ``collective_regret`` times slower than tha
 cheapest; then each bucket goes over the collective whose worst ratio to the cheapest over the
 four is least. At 1,024 workers a collective chosen on one wrong latency/bandwidth split (an
 iteration spanning several link changes) costs 10-100x; a link that really moved moves the next
-estimates too, and the choice follows once they agree. The hedge also prices the latency the
-history shows the next iteration may meet: the latest estimate plus ``spread`` times the spread
-of the latency's move over one iteration (:class:`LatencyDiffusion`: the rate of the squared
-moves of the estimate per second of run, over the last ``history`` observations). A latency
-resting at zero shows no risk in the last estimates, yet one that walked can only rise from
-there, and a ring over 1,024 workers pays 2,046 latencies per bucket.
+estimates too, and the choice follows once they agree. An earlier estimate counts until two
+measurements since are 3x off its prediction (a mis-split leaves the earlier estimates
+explaining them, a real move does not: ``MpcPricing._note_link``). The hedge also prices the
+latency the history shows the next iteration may meet: the latest estimate plus ``spread``
+times the spread of the latency's move over one iteration (:class:`LatencyDiffusion`: the rate
+of the squared moves of the estimate per second of run, over the last ``history``
+observations); a latency resting at zero shows no risk in the last estimates, yet one that
+walked can only rise, and a ring over 1,024 workers pays 2,046 latencies per bucket.
 
 A collective never run yet gets half the mean log correction of those that were (a correction
 absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
@@ -110,8 +112,6 @@ __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
 _LATENCY_FLOOR_S = 1e-6
 _BANDWIDTH_FLOOR_BPS = 1.0
 
-#: Earlier estimates (besides the latest) a bucket's collective is hedged over.
-_HEDGE_RECENT = 3
 
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 
@@ -239,8 +239,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._last_it_s = 0.0  # the last iteration's seconds: the next decision's exposure
         self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
                                 self.replan_change)
-        #: The monitor's latest (latency, bandwidth) estimates, newest last.
-        self._links: deque[tuple[float, float]] = deque(maxlen=_HEDGE_RECENT + 1)
+        self._links = deque()  # bounded by :meth:`_note_link`
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
@@ -293,15 +292,14 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
                     self._compress_s = obs.compress_s
         self._learn_correction(obs)
         if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
-            self._links.append((obs.latency_s or 0.0, obs.bandwidth_Bps))
+            self._note_link(obs)
+            self._bw.update(obs.bandwidth_Bps)
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
         it_s = iteration_time_s(obs)
         if it_s is not None and obs.latency_s is not None:
             self._lat_moves.update(obs.latency_s, it_s)
             self._last_it_s = it_s
-        if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
-            self._bw.update(obs.bandwidth_Bps)
         self._learn_window(obs)
 
     def _plan(self, obs: Observation) -> float:
@@ -334,7 +332,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             # The latest estimate and the ones before it: a collective the latest alone
             # makes cheapest must not be many times the best on the link just measured.
             lat = obs.latency_s or 0.0
-            links = [(lat, obs.bandwidth_Bps), *list(self._links)[-_HEDGE_RECENT - 1:-1]]
+            links = [(lat, obs.bandwidth_Bps), *self._standing_links()]
             # And the latency the history says the next iteration may meet (module doc).
             rise = self.spread * self._lat_moves.spread_s(self._last_it_s)
             if rise > 0.0:

@@ -10,6 +10,7 @@ iterations (:mod:`sim.control.overlap`). A mixin: it shares the controller's sta
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
 
 from ..overlap import exposed_s, ready_fractions, window_from_exposed
@@ -31,6 +32,16 @@ _PRIOR_LINKS = tuple((lat, bw) for lat in (1e-5, 1e-3, 1e-1) for bw in (1.25e7, 
 #: this many times the last bucket's collective (which no window can hide); otherwise the
 #: window is assumed to be this share of compute and compression (backward = 2 x forward).
 _TAIL_MARGIN = 1.1
+#: An earlier link estimate explains a measurement when its corrected prediction is within this
+#: factor of it (noise and an iteration spanning a link change put it up to ~2x off).
+_EXPLAINS = 3.0
+_LOG_EXPLAINS = math.log(_EXPLAINS)
+#: Earlier estimates (besides the latest) a bucket's collective is hedged over.
+HEDGE_RECENT = 3
+#: Measurements an earlier estimate must fail to explain before the hedge drops it: one
+#: iteration that spans a change of the link can leave them all behind while the latest
+#: estimate is a mis-split of it; a link that moved leaves them behind again in the next one.
+_LEFT_BEHIND = 2
 _BACKWARD_SHARE = 2.0 / 3.0
 
 
@@ -50,6 +61,9 @@ class MpcPricing:
     _window_s: dict[bool, float | None]
     _window_known: dict[bool, bool]
     _ready: tuple[tuple[float, ...], tuple[float, ...]]
+    #: The monitor's latest (latency, bandwidth) estimates, newest last, each with how many
+    #: measurements since have left it behind (:meth:`_note_link`).
+    _links: deque[tuple[float, float, int]]
 
     # ------------------------------------------------------------------ learning
 
@@ -147,6 +161,46 @@ class MpcPricing:
             ).time_s(lat, bw)
             for i, m in enumerate(sizes)
         )
+
+    def _note_link(self, obs: Observation) -> None:
+        """Count, for each recent estimate, one more measurement that left it behind when
+        ``obs``'s does (:meth:`_explaining`; a measurement is a fact: a later one that the
+        estimate explains again does not take that back), then add ``obs``'s estimate."""
+        explained = self._explaining(obs, [(lat, bw) for lat, bw, _ in self._links])
+        self._links = deque(((lat, bw, gone + ((lat, bw) not in explained))
+                             for lat, bw, gone in self._links), maxlen=HEDGE_RECENT + 1)
+        self._links.append((obs.latency_s or 0.0, float(obs.bandwidth_Bps or 0.0), 0))
+
+    def _standing_links(self) -> list[tuple[float, float]]:
+        """The estimates before the latest that fewer than :data:`_LEFT_BEHIND` measurements
+        have left behind, oldest first."""
+        return [(lat, bw) for lat, bw, gone in list(self._links)[-HEDGE_RECENT - 1:-1]
+                if gone < _LEFT_BEHIND]
+
+    def _explaining(self, obs: Observation, links: list[tuple[float, float]]
+                    ) -> list[tuple[float, float]]:
+        """The ``(latency, bandwidth)`` estimates of ``links`` that explain the communication
+        ``obs`` measured: their corrected prediction of the decision that ran is within
+        :data:`_EXPLAINS` of the measured seconds. An estimate that does is another split of
+        the same measurement (the monitor cannot tell latency from bandwidth on it); one that
+        does not is a link the measurement has left behind. All of ``links`` when nothing was
+        measured."""
+        d = obs.decision
+        measured = obs.extra.get("link_comm_s", obs.comm_s) if d is not None else None
+        if d is None or measured is None or not measured > 0.0:
+            return links
+        sizes = obs.bucket_bytes or (obs.grad_bytes,)
+        corr = [math.exp(self._correction(d.collective_for(i))) for i in range(len(sizes))]
+        out = []
+        for lat, bw in links:
+            pred = sum(
+                self._comm_terms(d.collective_for(i), obs, float(m), d.density,
+                                 d.compressor).time_s(lat, bw) * corr[i]
+                for i, m in enumerate(sizes)
+            )
+            if pred > 0.0 and abs(math.log(pred / measured)) <= _LOG_EXPLAINS:
+                out.append((lat, bw))
+        return out
 
     def _minimax_choice(self, obs: Observation, density: float) -> dict[float, str]:
         """Per bucket size, the collective whose worst ratio to the best one over

@@ -503,3 +503,72 @@ def test_forecast_walk_reading_is_off_near_the_floor() -> None:
     for k in range(20):
         f.update(1e-6 if k % 3 == 0 else 2e-4 * (1 + 0.1 * k))
     assert f.walk()[0] == 0.0
+
+
+def _collective_measured(links: list[tuple[float, float]], **params: float) -> list[str]:
+    """Like :func:`_collective_after`, each observation carrying the decision that ran and the
+    communication it measured on the link (the estimate is the link itself)."""
+    from sim.control.selector import collective_cost_terms
+
+    sizes = (30_000_000,) * 12 + (4_000_000,)
+    p = make_policy("mpc", densities="0.005", initial_density=0.005, **params)
+    out = []
+    d = None
+    for k, (lat, bw) in enumerate(links):
+        comm = None if d is None else sum(
+            collective_cost_terms(d.collective_for(i), 1024, float(m), d.density,
+                                  d.compressor).time_s(lat, bw)
+            for i, m in enumerate(sizes))
+        obs = Observation(step=k, world_size=1024, grad_bytes=sum(sizes), bucket_bytes=sizes,
+                          latency_s=lat, bandwidth_Bps=bw, compute_s=0.5, comm_s=comm,
+                          decision=d, extra={"iteration_s": 0.5 + (comm or 1.0)})
+        d = p.decide(obs)
+        out.append(d.collective_for(0))
+    return out
+
+
+def test_mpc_does_not_hedge_over_estimates_the_measurement_left_behind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A latency that moved from 2 to 30 ms and stays: the measurements of the iterations since
+    # are 8x what the old estimates predict. The first may be an iteration that spanned a
+    # change (the hedge holds the tree, 30 latencies a bucket); after the second the old
+    # estimates are dropped and the buckets go over allgather (10 latencies).
+    from sim.control.policies import mpc_pricing
+
+    links = [(2e-3, 1.25e9)] * 6 + [(3e-2, 1.25e9)] * 4
+    now = _collective_measured(links)
+    assert now[5] == now[6] != "allgather"
+    assert now[7] == now[8] == now[9] == "allgather"
+    # Hedging over every earlier estimate (the old rule) keeps the tree two iterations longer
+    # (the test can fail).
+    monkeypatch.setattr(mpc_pricing, "_LOG_EXPLAINS", math.inf)
+    old = _collective_measured(links)
+    assert old[7] == old[8] == old[5] != "allgather"
+
+
+def test_mpc_keeps_hedging_over_estimates_that_explain_the_measurement() -> None:
+    # The mis-split case: the link stays at 5 ms / 0.8 Gbit/s and its measurements say so,
+    # one estimate splits them as 165 ms / 6.9 Gbit/s. The earlier estimates explain what was
+    # measured, so the hedge holds the collective.
+    from sim.control.selector import collective_cost_terms
+
+    sizes = (30_000_000,) * 12 + (4_000_000,)
+    steady, wrong = (5e-3, 1e8), (0.165, 8.6e8)
+    p = make_policy("mpc", densities="0.005", initial_density=0.005)
+    q = make_policy("mpc", densities="0.005", initial_density=0.005, collective_regret=0.0)
+    picks: dict[int, list[str]] = {0: [], 1: []}
+    for j, pol in enumerate((p, q)):
+        d = None
+        for k, est in enumerate([steady] * 6 + [wrong] + [steady] * 2):
+            comm = None if d is None else sum(
+                collective_cost_terms(d.collective_for(i), 1024, float(m), d.density,
+                                      d.compressor).time_s(*steady)
+                for i, m in enumerate(sizes))
+            obs = Observation(step=k, world_size=1024, grad_bytes=sum(sizes),
+                              bucket_bytes=sizes, latency_s=est[0], bandwidth_Bps=est[1],
+                              compute_s=0.5, comm_s=comm, decision=d,
+                              extra={"iteration_s": 0.5 + (comm or 1.0)})
+            d = pol.decide(obs)
+            picks[j].append(d.collective_for(0))
+    assert picks[1][6] != picks[1][5]  # unhedged, the mis-split estimate switches it
+    assert picks[0][6] == picks[0][5]
