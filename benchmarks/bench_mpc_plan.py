@@ -182,7 +182,7 @@ PARTS = (("learn measured-over-predicted corrections", "_learn_correction"),
          ("track: model state, forecasts, learners", "_track"),
          ("regime (level-shift) test", "bw.regime_start"),
          ("collective choice", "_robust_choice"),
-         ("plan: pricing every density", "_iteration_s_on"),
+         ("plan: pricing every density", "_iteration_s_grid"),
          ("plan: all of it", "_plan"))
 
 
