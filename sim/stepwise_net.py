@@ -353,6 +353,16 @@ class StepwiseNetwork:
             x = max(x, tp.hop_floor_s)
         return x
 
+    def _state_at(
+        self, ph: CompiledPhase, t: float, fixed: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, float]:
+        """The links' state key, latencies and bandwidths at ``t`` and when they next change
+        (never, for fixed links or a phase that does not follow the trace)."""
+        if fixed is not None:
+            return (), fixed[0], fixed[1], math.inf
+        key, lat, bw, nxt = self.states.at(t)
+        return key, lat, bw, nxt if ph.traced else math.inf
+
     def _cost(
         self, ph: CompiledPhase, key: tuple[int, ...], lat: np.ndarray, bw: np.ndarray
     ) -> tuple[float, float]:
@@ -425,14 +435,7 @@ class StepwiseNetwork:
                                      tail=last == 0 and left == 1)
                 left -= 1
             while left > 0:
-                if fixed is not None:
-                    key: tuple[int, ...] = ()
-                    lat, bw = fixed
-                    nxt = math.inf
-                else:
-                    key, lat, bw, nxt = self.states.at(t)
-                    if not ph.traced:
-                        nxt = math.inf
+                key, lat, bw, nxt = self._state_at(ph, t, fixed)
                 step, tail = _step_times(*self._cost(ph, key, lat, bw), c_n, slots)
                 # The schedule's very last step drains the pipeline instead of feeding it.
                 final = idx == last
@@ -468,13 +471,7 @@ class StepwiseNetwork:
     ) -> float:
         """End of the first step of a collective started at ``t`` after its links idled
         ``idle_s``: its bytes less the shaper bucket's credit (uncached: the credit varies)."""
-        if fixed is not None:
-            lat, bw = fixed
-            nxt = math.inf
-        else:
-            _, lat, bw, nxt = self.states.at(t)
-            if not ph.traced:
-                nxt = math.inf
+        _, lat, bw, nxt = self._state_at(ph, t, fixed)
         credit = self.transport.burst_credit_bytes(bw[ph.links], idle_s)
         step, last = _step_times(*self._step_cost(ph, lat, bw, credit), c_n, slots)
         dur = last if tail else step
