@@ -3,7 +3,8 @@
 Usage: ``python benchmarks/bench_netns_validation.py [--ranks 2,4] [--steps 100] [--json]
 [--keep DIR] [--reuse] [--pricing one-call|per-call|per-call-by-time] [--message-bytes]
 [--pin-cores] [--delay-policy dc2-aimd|dc2-pi|...] [--latency-pings N] [--rank-nice N]
-[--runs-only] [--no-tbf-burst] [--fit-extra-latency]`` (root: network namespaces and tc).
+[--tcp-cc NAME] [--runs-only] [--no-tbf-burst] [--fit-extra-latency]`` (root: network namespaces
+and tc).
 
 For every rank count, three stages, each on runs of its own:
 
@@ -40,7 +41,8 @@ measured latency where their collectives' shapes cannot (one bucket at nearly on
 Noise: ``--rank-nice N`` runs the measurements and real runs at scheduling priority ``N``
 (root; -5: ahead of niced background work; 0 by default: unchanged) and the real runs of a rank
 count go calibration and validated runs interleaved, so that load drift between them hits
-both. ``--runs-only`` does the measurements and real runs and no simulation (so a measurement
+both. ``--tcp-cc reno`` sets the rank namespaces' congestion controller for the microbenchmark
+and every real run alike (BBR, this machine's default, misreads a tbf-shaped link). ``--runs-only`` does the measurements and real runs and no simulation (so a measurement
 lock is held for the timed part only); ``--keep DIR --reuse`` then simulates on them.
 
 Reported per validated run: MAPE (and median) of per-iteration time and communication time,
@@ -101,6 +103,7 @@ PIN_CORES = False  # --pin-cores: the real runs' ranks pinned to cores, round ro
 PIN_MICROBENCHMARK = False
 LATENCY_PINGS = 20  # --latency-pings: pings of the delay-driven policies' real runs
 RANK_NICE = 0  # --rank-nice: scheduling priority of the measurements and real runs
+TCP_CC: str | None = None  # --tcp-cc: congestion controller of every run's rank namespaces
 # --no-tbf-burst: simulate without the netns links' tbf burst (the previous model)
 TBF_BURST = True
 # --fit-extra-latency: fit the dense calibration run's communication residual as a latency per
@@ -135,7 +138,7 @@ def transport_calibration(tmp: Path, n: int, reuse: bool) -> tuple[Path, dict[st
         with _priority(RANK_NICE):
             points = measure_netns(CAL_RATES, n, max(CAL_SIZES), iters=3, sizes=CAL_SIZES,
                                    ranks=[n], ops=("allreduce", "allgather"),
-                                   pin_cores=PIN_MICROBENCHMARK)
+                                   pin_cores=PIN_MICROBENCHMARK, congestion_control=TCP_CC)
         write_csv(str(csv_path), points)
     fit = fit_transport(points, replace(TRANSPORTS["gloo"], host_copy_Bps=0.0),
                         allgather_by_size=PRICING == "per-call-by-time",
@@ -187,11 +190,13 @@ def run_one(tmp: Path, name: str, n: int, policy: str, params: dict[str, Any], t
         cfg = json.loads((tmp / name / "meta.json").read_text()).get("config", {})
         if (cfg.get("trace") == trace and int(cfg.get("steps", -1)) == steps
                 and cfg.get("policy") == policy and cfg.get("policy_params", {}) == params
-                and int(cfg.get("latency_pings", 0)) == _pings(policy)):
+                and int(cfg.get("latency_pings", 0)) == _pings(policy)
+                and cfg.get("tcp_cc") == TCP_CC):
             return tmp / name
     cfg = RealConfig(workload=WORKLOAD, nproc=n, steps=steps, emulation="netns", trace=trace,
                      policy=policy, policy_params=params, eval_every=steps, seed=seed,
-                     agreement=agreement, pin_cores=PIN_CORES, latency_pings=_pings(policy))
+                     agreement=agreement, pin_cores=PIN_CORES, latency_pings=_pings(policy),
+                     tcp_cc=TCP_CC)
     with _priority(RANK_NICE):
         out = launch(cfg, tmp / name, force=True)
     assert out is not None
@@ -314,6 +319,10 @@ def main() -> int:
     ap.add_argument("--rank-nice", type=int, default=0,
                     help="scheduling priority of the measurements and real runs (root for < 0; "
                     "default 0: unchanged)")
+    ap.add_argument("--tcp-cc", default=None, metavar="NAME",
+                    help="TCP congestion controller of the rank namespaces, for the transport "
+                    "microbenchmark and every real run alike (e.g. reno; default: the "
+                    "system's, BBR here, which misreads a tbf-shaped link)")
     ap.add_argument("--no-tbf-burst", action="store_true",
                     help="simulate without the netns links' tbf burst (the previous model: "
                     "every transfer waits for the rate from its first byte)")
@@ -326,7 +335,7 @@ def main() -> int:
                     "--keep; simulate later with --reuse)")
     args = ap.parse_args()
     global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES, PIN_CORES, LATENCY_PINGS, RANK_NICE
-    global PIN_MICROBENCHMARK, TBF_BURST, FIT_EXTRA_LATENCY
+    global PIN_MICROBENCHMARK, TBF_BURST, FIT_EXTRA_LATENCY, TCP_CC
     PIN_MICROBENCHMARK = args.pin_microbenchmark
     TBF_BURST, FIT_EXTRA_LATENCY = not args.no_tbf_burst, args.fit_extra_latency
     if args.latency_pings < 0:
@@ -337,6 +346,10 @@ def main() -> int:
         return 2
     LATENCY_PINGS, RANK_NICE = args.latency_pings, args.rank_nice
     PIN_CORES = args.pin_cores
+    if args.tcp_cc is not None and not (args.tcp_cc.isascii() and args.tcp_cc.isalnum()):
+        sys.stderr.write(f"error: not a congestion controller name: {args.tcp_cc!r}\n")
+        return 2
+    TCP_CC = args.tcp_cc
     delay = args.delay_policy.split(",")
     unknown = sorted(set(delay) - set(DELAY_POLICIES))
     if unknown:

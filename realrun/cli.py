@@ -92,6 +92,10 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--pin-cores", action="store_true",
                    help="pin local rank r to the r-th usable CPU core, round robin (less "
                    "scheduling noise in timings on a machine with few cores)")
+    p.add_argument("--tcp-cc", default=None, metavar="NAME",
+                   help="--emulation netns: TCP congestion controller of the rank namespaces "
+                   "(e.g. reno; default: the system's). BBR misreads a tbf-shaped link; a "
+                   "calibration measured with --tcp-cc should be validated with the same one")
     p.add_argument("--record-observations", action="store_true",
                    help="write every observation rank 0's controller decided on to the run "
                    "directory (observations.pkl), to replay its decisions offline")
@@ -167,6 +171,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         decision_lag=args.decision_lag,
         pin_cores=args.pin_cores,
         record_observations=args.record_observations,
+        tcp_cc=args.tcp_cc,
         memory=args.memory,
         owner_rule=args.owner,
         bucket_cap_mb=args.bucket_cap_mb,

@@ -37,6 +37,7 @@ _SHORTCUT_DEFAULTS: dict[str, Any] = {
 #: Monitor options, left out of ``to_dict`` at their defaults (earlier runs' ids unchanged).
 _MONITOR_DEFAULTS: dict[str, Any] = {
     "latency_pings": 0, "decision_lag": 0, "pin_cores": False, "record_observations": False,
+    "tcp_cc": None,
 }
 
 
@@ -76,6 +77,8 @@ class RealConfig:
         record_observations: rank 0 writes every observation its controller decided on to
             the run directory (:data:`sim.control.obs_stream.STREAM_FILE`, for replaying the
             decisions offline; left out of :meth:`to_dict` when off).
+        tcp_cc: netns emulation only: the TCP congestion controller of the rank namespaces
+            (e.g. ``reno``; ``None``: the system's; left out of :meth:`to_dict` then).
         memory: error-feedback memory (``residual``, ``dgc``, ``none``).
         owner_rule: AR-Topk index owner (``star`` or ``var``).
         bucket_cap_mb: DDP bucket capacity in MiB (torch's default is 25).
@@ -148,6 +151,7 @@ class RealConfig:
     decision_lag: int = 0
     pin_cores: bool = False
     record_observations: bool = False
+    tcp_cc: str | None = None
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives
@@ -180,6 +184,12 @@ class RealConfig:
             raise InputError(f"emulation {self.emulation!r} needs --trace")
         if self.emulation == "tc" and not self.iface:
             raise InputError("emulation 'tc' needs --iface (the interface to shape)")
+        if self.tcp_cc is not None:
+            if self.emulation != "netns":
+                raise InputError("--tcp-cc needs --emulation netns (it sets the congestion "
+                                 "controller of the rank namespaces)")
+            if not (self.tcp_cc.isascii() and self.tcp_cc.isalnum()):
+                raise InputError(f"not a congestion controller name: {self.tcp_cc!r}")
         if self.backend not in ("auto", "gloo", "nccl"):
             raise InputError(f"backend must be auto, gloo or nccl, got {self.backend!r}")
         if self.device not in DEVICES:

@@ -383,7 +383,8 @@ def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, i
             from .netns import NetnsLab
             from .shaper import TraceShaper
 
-            lab = st.enter_context(NetnsLab(n, bandwidth_Bps=trace.bandwidth_at(0.0)))
+            lab = st.enter_context(NetnsLab(n, bandwidth_Bps=trace.bandwidth_at(0.0),
+                                                congestion_control=cfg.tcp_cc))
             shaper = TraceShaper(trace, lab.apply)
             shaper.start(t0_file=t0_file)
             st.callback(shaper.stop)

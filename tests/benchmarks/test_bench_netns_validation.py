@@ -60,7 +60,7 @@ def test_priority_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("argv", [["--latency-pings", "-1"], ["--runs-only"],
-                                  ["--delay-policy", "nope"]])
+                                  ["--delay-policy", "nope"], ["--tcp-cc", "reno;x"]])
 def test_bad_arguments_exit_2(argv: list[str], monkeypatch: pytest.MonkeyPatch,
                               capsys: pytest.CaptureFixture[str]) -> None:
     mod = _module()
