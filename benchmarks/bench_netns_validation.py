@@ -73,8 +73,9 @@ from realrun.allreduce_bench import measure_netns
 from realrun.calibrate import NETNS_MIN_TRANSFER_MS
 from realrun.config import RealConfig
 from realrun.launcher import launch
-from realrun.netns import with_tbf_burst
+from realrun.netns import check_congestion_control, with_tbf_burst
 from sim.atomic_files import atomic_write_bytes
+from sim.errors import InputError
 from sim.rundir import read_run
 from sim.transport_fit import (
     calibration_document,
@@ -346,9 +347,12 @@ def main() -> int:
         return 2
     LATENCY_PINGS, RANK_NICE = args.latency_pings, args.rank_nice
     PIN_CORES = args.pin_cores
-    if args.tcp_cc is not None and not (args.tcp_cc.isascii() and args.tcp_cc.isalnum()):
-        sys.stderr.write(f"error: not a congestion controller name: {args.tcp_cc!r}\n")
-        return 2
+    if args.tcp_cc is not None:
+        try:
+            check_congestion_control(args.tcp_cc)
+        except InputError as e:
+            sys.stderr.write(f"error: {e}\n")
+            return 2
     TCP_CC = args.tcp_cc
     delay = args.delay_policy.split(",")
     unknown = sorted(set(delay) - set(DELAY_POLICIES))

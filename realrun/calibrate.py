@@ -100,27 +100,27 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
         if not 2 <= lo <= args.max_ranks:
             raise InputError(f"--min-ranks must be in 2..--max-ranks, got {lo}")
         counts = list(range(lo, args.max_ranks + 1))
+        rank_rt = int(getattr(args, "rank_rt", 0))
+        tcp_cc = getattr(args, "tcp_cc", None)
         if rates is None:
-            if getattr(args, "tcp_cc", None):
+            if tcp_cc:
                 raise InputError("--tcp-cc needs --netns-mbit (loopback has no namespaces)")
             points += measure(args.max_ranks, max_bytes, iters=args.iters, ranks=counts,
-                              rt_priority=getattr(args, "rank_rt", 0))
+                              rt_priority=rank_rt)
             sources.append(f"gloo loopback microbenchmark, CPU tensors, ranks "
                            f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of {args.iters}")
         else:
             ops = ("allreduce", "allgather") if getattr(args, "allgather", False) else (
                 "allreduce",)
             points += measure_netns(rates, args.max_ranks, max_bytes, iters=args.iters,
-                                    ranks=counts, ops=ops,
-                                    rt_priority=getattr(args, "rank_rt", 0),
-                                    congestion_control=getattr(args, "tcp_cc", None))
+                                    ranks=counts, ops=ops, rt_priority=rank_rt,
+                                    congestion_control=tcp_cc)
             sources.append(f"gloo netns microbenchmark (tbf on veth at "
                            f"{', '.join(f'{r:g}' for r in rates)} Mbit/s), CPU tensors, ranks "
                            f"{lo}..{args.max_ranks}, 1 KiB..{max_bytes} B, median of "
-                           f">= {args.iters}"
-                           + (f", TCP {args.tcp_cc}" if getattr(args, "tcp_cc", None) else ""))
-        if getattr(args, "rank_rt", 0):
-            sources[-1] += f", ranks under SCHED_FIFO {args.rank_rt}"
+                           f">= {args.iters}" + (f", TCP {tcp_cc}" if tcp_cc else ""))
+        if rank_rt:
+            sources[-1] += f", ranks under SCHED_FIFO {rank_rt}"
         base = replace(base, host_copy_Bps=0.0)
     if args.host_copy_gbytes is not None:
         base = replace(base, host_copy_Bps=args.host_copy_gbytes * 1e9)

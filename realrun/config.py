@@ -188,8 +188,9 @@ class RealConfig:
             if self.emulation != "netns":
                 raise InputError("--tcp-cc needs --emulation netns (it sets the congestion "
                                  "controller of the rank namespaces)")
-            if not (self.tcp_cc.isascii() and self.tcp_cc.isalnum()):
-                raise InputError(f"not a congestion controller name: {self.tcp_cc!r}")
+            from .netns import check_congestion_control
+
+            check_congestion_control(self.tcp_cc)
         if self.backend not in ("auto", "gloo", "nccl"):
             raise InputError(f"backend must be auto, gloo or nccl, got {self.backend!r}")
         if self.device not in DEVICES:

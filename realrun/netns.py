@@ -15,9 +15,11 @@ has no propagation delay, so BBR measured 1.1-1.2 Gbit/s of bandwidth on a 10 Mb
 (2026-11-26, ``ss -ti``), overfilled the tbf queue (2-10% of packets dropped) and retransmitted
 13% of the bytes of a 512 KiB allreduce: large transfers reached 0.72-0.89 of the rate at
 10 Mbit/s against ~0.93 at 200 Mbit/s. A loss-based controller (``reno``) fills the queue
-without dropping much and moves the 512 KiB allreduce at 0.92 of the rate there too. The kernel here has no netem, so
-delay is added by the hook (:class:`~realrun.emulation.HookEmulator`, mode ``netns``). Gloo is
-bound to ``ci<i>`` with ``GLOO_SOCKET_IFNAME``.
+without dropping much and moves the 512 KiB allreduce at 0.92 of the rate there too.
+
+The kernel here has no netem, so delay is added by the hook
+(:class:`~realrun.emulation.HookEmulator`, mode ``netns``). Gloo is bound to ``ci<i>`` with
+``GLOO_SOCKET_IFNAME``.
 
 :class:`NetnsLab` is a context manager: every namespace it created is deleted on exit, also on
 errors and Ctrl-C (deleting a namespace deletes its veth ends and the bridge). Needs root.
@@ -39,8 +41,8 @@ from sim.transports import Transport
 from .shaper import run_tc
 from .traceplayer import Breakpoint
 
-__all__ = ["NetnsLab", "TBF_BURST_S", "TBF_MIN_BURST_BYTES", "netns_unavailable_reason",
-           "tbf_args", "with_tbf_burst"]
+__all__ = ["NetnsLab", "TBF_BURST_S", "TBF_MIN_BURST_BYTES", "check_congestion_control",
+           "netns_unavailable_reason", "tbf_args", "with_tbf_burst"]
 
 #: tbf's bucket: this many seconds of traffic at the rate ...
 TBF_BURST_S = 0.001
@@ -74,6 +76,14 @@ def tbf_args(bandwidth_Bps: float) -> list[str]:
     return ["rate", f"{rate_bit}bit", "burst", str(burst), "latency", "100ms"]
 
 
+def check_congestion_control(name: str) -> None:
+    """InputError unless ``name`` can be a TCP congestion controller's name (letters and
+    digits: it goes into a ``sysctl`` argument). Whether the kernel allows it is found when a
+    namespace is set up."""
+    if not (name.isascii() and name.isalnum()):
+        raise InputError(f"not a congestion controller name: {name!r}")
+
+
 def with_tbf_burst(transport: Transport) -> Transport:
     """``transport`` with the netns links' tbf burst (:func:`tbf_args`) as its shaper burst
     (``burst_s``, ``burst_bytes``: :mod:`sim.transports`), for simulating netns runs."""
@@ -101,9 +111,8 @@ class NetnsLab:
         self.hub = f"{self.tag}-hub"
         self._subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
         self._bw0 = bandwidth_Bps
-        if congestion_control is not None and not (
-                congestion_control.isascii() and congestion_control.isalnum()):
-            raise InputError(f"not a congestion controller name: {congestion_control!r}")
+        if congestion_control is not None:
+            check_congestion_control(congestion_control)
         self.congestion_control = congestion_control
         self._created: list[str] = []
 

@@ -124,12 +124,16 @@ class ProgressModel:
             raise InputError(f"density must be in (0, 1], got {density!r}")
         if density >= 1.0 or compressor == "none":
             return 1.0
+        return self._curve(compressor, density)[self._row(float(step))]
+
+    def _curve(self, compressor: str, density: float) -> list[float]:
+        """The trace's gain curve standing in for ``compressor`` at ``density`` < 1. Cached."""
         key = (self._source(compressor), float(density))
         curve = self._curves.get(key)
         if curve is None:
             curve = self.model.gain_curve(key[0], key[1]).tolist()
             self._curves[key] = curve
-        return curve[self._row(float(step))]
+        return curve
 
     def gain_matrix(self, compressor: str, densities: Sequence[float]) -> np.ndarray:
         """The gain curves :meth:`gain` reads for ``densities`` (one row per density, one value
@@ -142,15 +146,8 @@ class ProgressModel:
         for d in densities:
             if not (0.0 < d <= 1.0):
                 raise InputError(f"density must be in (0, 1], got {d!r}")
-            if d >= 1.0 or compressor == "none":
-                rows.append([1.0] * len(self._steps))
-                continue
-            ckey = (self._source(compressor), float(d))
-            curve = self._curves.get(ckey)
-            if curve is None:
-                curve = self.model.gain_curve(ckey[0], ckey[1]).tolist()
-                self._curves[ckey] = curve
-            rows.append(curve)
+            dense = d >= 1.0 or compressor == "none"
+            rows.append([1.0] * len(self._steps) if dense else self._curve(compressor, d))
         hit = self._matrices[key] = np.array(rows, dtype=float).reshape(len(rows), -1)
         return hit
 
