@@ -13,51 +13,86 @@ Two separate measurement runs of the gloo allreduce microbenchmark
 (:func:`realrun.allreduce_bench.measure_netns`: one namespace per rank, tbf on every rank's
 veth, as ``compctl real --emulation netns`` builds it), for 2 and 4 ranks:
 
-- calibration: tbf at ``CAL_RATES`` Mbit/s, sizes 1 KiB, 4 KiB, ..., 64 MiB (powers of 4);
+- calibration: tbf at ``CAL_RATES`` Mbit/s (25, 100, 400: below, between and above the
+  held-out rates, so that wire bytes, which scale with 1/rate, and a per-step latency or floor,
+  which does not, separate; 25/100 until 2026-11-26), sizes 1 KiB, 4 KiB, ..., 64 MiB (powers
+  of 4);
 - held out: tbf at ``HELD_RATES`` Mbit/s (rates the calibration never saw), sizes 2 KiB,
   8 KiB, ..., 32 MiB and 64 MiB (sizes it never saw).
 
 Sizes whose ideal ring time exceeds 4 s are skipped (so 64 MiB only where the link is fast).
 The gloo transport is fitted per rank count on the calibration run only (bandwidth efficiency
-against the tbf rate, per-hop latency) and predicts the held-out run; the table gives every
-held-out point's relative error and the share within 10%.
+against the tbf rate, per-hop latency or floor, with ``--message-bytes`` the wire bytes per
+message) and predicts the held-out run; the table gives every held-out point's relative error
+and the share within 10%.
+
+Every point is priced as the benchmark runs it (default; ``--no-spaced``: each call alone, the
+method until 2026-11-26): many calls back to back, each after a barrier, through tbf, whose
+bucket (1 ms of traffic) refills while the links idle, between calls (the barrier: the
+measured ``idle_s`` of each point) and within them (latencies, hop floor), and settles
+(:meth:`sim.stepwise_net.StepwiseNetwork.run_repeated`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
 from dataclasses import replace
 
 from realrun.allreduce_bench import measure_netns
+from realrun.netns import with_tbf_burst
 from sim.transport_fit import Measurement, fit_transport, predict_s, read_csv, write_csv
 from sim.transports import TRANSPORTS
 
-CAL_RATES = [25.0, 100.0]
+CAL_RATES = [25.0, 100.0, 400.0]
 HELD_RATES = [10.0, 50.0, 200.0]
 CAL_SIZES = [1024 * 4**k for k in range(9)]  # 1 KiB .. 64 MiB
 HELD_SIZES = [2048 * 4**k for k in range(8)] + [64 * 2**20]  # 2 KiB .. 32 MiB, 64 MiB
 RANKS = [2, 4]
 
 
+def _cal_gap(cal: list[Measurement], m: Measurement) -> float:
+    """The idle gap of the calibration point nearest ``m`` (same rank count; nearest in log
+    rate plus log size): the gap estimated without the held-out run."""
+    same = [c for c in cal if c.ranks == m.ranks and c.idle_s is not None]
+    if not same:
+        return 0.0
+    near = min(same, key=lambda c: abs(math.log(float(c.bandwidth_Bps or 1.0)
+                                                 / float(m.bandwidth_Bps or 1.0)))
+               + abs(math.log(c.size_bytes / m.size_bytes)))
+    return float(near.idle_s or 0.0)
+
+
 def evaluate(cal: list[Measurement], held: list[Measurement],
-             message_bytes: bool = False) -> list[dict[str, object]]:
+             message_bytes: bool = False, spaced: bool = True,
+             held_gap: str = "measured") -> list[dict[str, object]]:
     """Fit per rank count on ``cal`` (with ``message_bytes``: the per-message wire bytes
-    too); every held-out point's prediction and error."""
+    too); every held-out point's prediction and error. ``spaced``: price every point as the
+    benchmark's back-to-back calls behind a barrier, with the netns links' tbf bucket
+    (:meth:`sim.stepwise_net.StepwiseNetwork.run_repeated`), a held-out point with its own
+    measured idle gap (``held_gap`` "measured") or the nearest calibration point's
+    ("calibration"); otherwise (the method until 2026-11-26) each call alone, no bucket."""
     base = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0)
+    if spaced:
+        base = with_tbf_burst(base)
     out: list[dict[str, object]] = []
     for n in sorted({m.ranks for m in cal}):
-        fit = fit_transport([m for m in cal if m.ranks == n], base, message_bytes=message_bytes)
+        fit = fit_transport([m for m in cal if m.ranks == n], base, message_bytes=message_bytes,
+                            spaced_calls=spaced)
         tp = fit.transport
         rows = []
         for m in (m for m in held if m.ranks == n):
+            gap = None
+            if spaced:
+                gap = (m.idle_s or 0.0) if held_gap == "measured" else _cal_gap(cal, m)
             pred = predict_s(tp, n, m.size_bytes, latency_s=0.0,
-                             bandwidth_Bps=float(m.bandwidth_Bps or 0.0))
+                             bandwidth_Bps=float(m.bandwidth_Bps or 0.0), gap_s=gap)
             rows.append({"mbit": (m.bandwidth_Bps or 0.0) * 8e-6, "bytes": m.size_bytes,
-                         "measured_s": m.time_s, "predicted_s": pred,
+                         "measured_s": m.time_s, "predicted_s": pred, "gap_s": gap,
                          "rel_error": pred / m.time_s - 1.0})
         out.append({"ranks": n, "hop_latency_s": tp.hop_latency_s,
                     "hop_floor_s": tp.hop_floor_s, "latency_model": fit.latency_model,
@@ -74,6 +109,21 @@ def main() -> int:
     ap.add_argument("--save-cal")
     ap.add_argument("--save-held")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--cal-mbit", default=",".join(f"{r:g}" for r in CAL_RATES),
+                    help="calibration rates, Mbit/s (default %(default)s: below, between and "
+                    "above the held-out 10/50/200, so that the wire bytes, which scale with "
+                    "1/rate, and the per-step latency, which does not, separate; 25,100 was "
+                    "the method until 2026-11-26 12:40 UTC)")
+    ap.add_argument("--no-spaced", action="store_true",
+                    help="price every call alone, without the tbf bucket (the method until "
+                    "2026-11-26 12:50 UTC); default: as the benchmark runs them, back to back "
+                    "behind a barrier, the bucket refilling between and within calls")
+    ap.add_argument("--held-gap", choices=["measured", "calibration"], default="measured",
+                    help="the idle gap before a held-out call: its own measured gap (an input "
+                    "of the benchmark's procedure, like the link rate; default) or the nearest "
+                    "calibration point's")
+    ap.add_argument("--measure-only", action="store_true",
+                    help="measure and save (--save-cal/--save-held), do not fit or print")
     ap.add_argument("--message-bytes", action="store_true",
                     help="fit the transport's fixed wire bytes per message too "
                     "(compctl calibrate --fit-message-bytes)")
@@ -98,7 +148,15 @@ def main() -> int:
     a = ap.parse_args()
     if a.rank_nice and not (a.cal and a.held):
         os.setpriority(os.PRIO_PROCESS, 0, a.rank_nice)
-    cal = read_csv(a.cal) if a.cal else measure_netns(CAL_RATES, max(RANKS), max(CAL_SIZES),
+    try:
+        cal_rates = [float(r) for r in a.cal_mbit.split(",")]
+    except ValueError:
+        sys.stderr.write(f"error: --cal-mbit: not a list of numbers: {a.cal_mbit!r}\n")
+        return 2
+    if set(cal_rates) & set(HELD_RATES) or any(r <= 0 for r in cal_rates):
+        sys.stderr.write("error: --cal-mbit: calibration rates must be > 0 and not held out\n")
+        return 2
+    cal = read_csv(a.cal) if a.cal else measure_netns(cal_rates, max(RANKS), max(CAL_SIZES),
                                                        sizes=CAL_SIZES, ranks=RANKS,
                                                        rounds=a.rounds, pin_cores=a.pin_cores,
                                                        max_repeats=a.max_repeats,
@@ -115,7 +173,9 @@ def main() -> int:
                                                        congestion_control=a.tcp_cc)
     if a.save_held:
         write_csv(a.save_held, held)
-    res = evaluate(cal, held, a.message_bytes)
+    if a.measure_only:
+        return 0
+    res = evaluate(cal, held, a.message_bytes, spaced=not a.no_spaced, held_gap=a.held_gap)
     if a.json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
         return 0
@@ -124,6 +184,7 @@ def main() -> int:
         assert isinstance(held_rows, list)
         errs = [abs(float(x["rel_error"])) for x in held_rows]
         big = [abs(float(x["rel_error"])) for x in held_rows if float(x["bytes"]) >= 131072]
+        small = [abs(float(x["rel_error"])) for x in held_rows if float(x["bytes"]) <= 8192]
         sys.stdout.write(
             f"{r['ranks']} ranks: efficiency {float(r['bandwidth_efficiency']):.4f}, per hop "  # type: ignore[arg-type]
             f"{float(r['hop_latency_s']) * 1e6:.1f} us added, floor "  # type: ignore[arg-type]
@@ -132,7 +193,8 @@ def main() -> int:
             f"{float(r['fit_mape']):.1%}; "  # type: ignore[arg-type]
             f"held out: MAPE {statistics.fmean(errs):.1%}, within 10% {sum(e <= 0.1 for e in errs)}"
             f"/{len(errs)}; >= 128 KiB: MAPE {statistics.fmean(big):.1%}, within 10% "
-            f"{sum(e <= 0.1 for e in big)}/{len(big)}\n")
+            f"{sum(e <= 0.1 for e in big)}/{len(big)}; 1-8 KiB: within 10% "
+            f"{sum(e <= 0.1 for e in small)}/{len(small)}\n")
         for x in held_rows:
             sys.stdout.write(f"  {float(x['mbit']):5.0f} Mbit/s {float(x['bytes']):>10.0f} B  "
                              f"measured {float(x['measured_s']) * 1e3:9.3f} ms  predicted "

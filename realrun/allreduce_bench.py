@@ -102,13 +102,13 @@ def measure(
             result = Path(tmp) / f"r{n}.json"
             repeats = [iters_for(n, s, iters, netns_bandwidth_Bps, most=max_repeats)
                        for s in sizes]
-            times = _measure_one(n, sizes, repeats, warmup, timeout_s * rounds,
-                                 netns_bandwidth_Bps, result, ops, rounds, pin_cores,
-                                 rt_priority, congestion_control)
+            times, idle = _measure_one(n, sizes, repeats, warmup, timeout_s * rounds,
+                                       netns_bandwidth_Bps, result, ops, rounds, pin_cores,
+                                       rt_priority, congestion_control)
             for k, op in enumerate(ops):
-                got = times[k * len(sizes):(k + 1) * len(sizes)]
-                out += [Measurement(n, float(s), float(t), op=op)
-                        for s, t in zip(sizes, got, strict=True)]
+                part = slice(k * len(sizes), (k + 1) * len(sizes))
+                out += [Measurement(n, float(s), float(t), op=op, idle_s=float(g))
+                        for s, t, g in zip(sizes, times[part], idle[part], strict=True)]
     return out
 
 
@@ -148,7 +148,8 @@ def measure_netns(
                           sizes=fit, ops=ops, rounds=rounds, pin_cores=pin_cores,
                           max_repeats=max_repeats, rt_priority=rt_priority,
                           congestion_control=congestion_control)
-            out += [Measurement(m.ranks, m.size_bytes, m.time_s, bw, m.op) for m in pts]
+            out += [Measurement(m.ranks, m.size_bytes, m.time_s, bw, m.op, m.idle_s)
+                    for m in pts]
     return out
 
 
@@ -156,9 +157,9 @@ def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeo
                  netns_bandwidth_Bps: float | None, result: Path,
                  ops: tuple[str, ...] = ("allreduce",), rounds: int = 1,
                  pin_cores: bool = False, rt_priority: int = 0,
-                 congestion_control: str | None = None) -> list[float]:
+                 congestion_control: str | None = None) -> tuple[list[float], list[float]]:
     """One ``n``-rank benchmark (``counts``: timed repeats per size, shared out over the
-    ``rounds``); the median time per size, op after op."""
+    ``rounds``); the median time per size, op after op, and the median idle before a call."""
     import contextlib
 
     from .affinity import available_cores, core_for, pin_to
@@ -199,8 +200,8 @@ def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeo
                                           stderr=subprocess.PIPE, start_new_session=True,
                                           preexec_fn=pin))
         _wait_all(procs, timeout_s)
-        times: list[float] = json.loads(result.read_text())
-    return times
+        got = json.loads(result.read_text())
+    return [float(t) for t in got["times_s"]], [float(g) for g in got["idle_s"]]
 
 
 def iters_for(ranks: int, size_bytes: int, iters: int, bandwidth_Bps: float | None,
@@ -258,20 +259,24 @@ def _worker(argv: list[str]) -> int:
     world = dist.get_world_size()
     points = [(op, size, count) for op in a.ops.split(",")
               for size, count in zip(sizes, counts, strict=True)]
-    per_round: list[list[float]] = [[] for _ in points]
+    per_round: list[list[tuple[float, float]]] = [[] for _ in points]
     for _ in range(max(1, a.rounds)):
         for k, (op, size, count) in enumerate(points):
             per_round[k].append(_time_point(dist, op, size, count, a.warmup, world))
-    medians = [statistics.median(m) for m in per_round]
+    medians = [statistics.median(t for t, _ in m) for m in per_round]
+    idle = [statistics.median(g for _, g in m) for m in per_round]
     dist.destroy_process_group()
     if a.out:
-        Path(a.out).write_text(json.dumps(medians))
+        Path(a.out).write_text(json.dumps({"times_s": medians, "idle_s": idle}))
     return 0
 
 
-def _time_point(dist: Any, op: str, size: int, count: int, warmup: int, world: int) -> float:
+def _time_point(dist: Any, op: str, size: int, count: int, warmup: int,
+                world: int) -> tuple[float, float]:
     """The median over ``count`` timed calls of ``op`` on ``size`` bytes (each call's time the
-    slowest rank's), after ``warmup`` untimed ones."""
+    slowest rank's), after ``warmup`` untimed ones; and the median idle before a call (from the
+    end of the previous call to the start of this one: the barrier and the loop, the mean over
+    ranks), during which a shaper's bucket refills."""
     import torch
 
     buf = torch.ones(max(1, size // 4), dtype=torch.float32)
@@ -286,14 +291,22 @@ def _time_point(dist: Any, op: str, size: int, count: int, warmup: int, world: i
     for _ in range(warmup):
         once()
     ts = []
+    gaps = []
+    end = time.perf_counter()
     for _ in range(count):
         dist.barrier()
         t0 = time.perf_counter()
         once()
-        ts.append(time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        ts.append(t1 - t0)
+        gaps.append(t0 - end)
+        end = t1
     worst = torch.tensor(ts, dtype=torch.float64)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    return float(statistics.median(worst.tolist()))
+    idle = torch.tensor(gaps, dtype=torch.float64)
+    dist.all_reduce(idle)
+    return (float(statistics.median(worst.tolist())),
+            float(statistics.median(idle.tolist())) / world)
 
 
 if __name__ == "__main__":  # pragma: no cover - run as the benchmark's ranks

@@ -43,8 +43,12 @@ Shaper burst: under a transport with a token-bucket burst (``burst_s``/``burst_b
 collective run with ``idle_s`` (how long its links idled before it) moves the bytes the bucket
 refilled in that time (:meth:`Transport.burst_credit_bytes`, per link) at once: its first step's
 most loaded link waits for the rate only for the rest (per-tensor calls use the credit in call
-order; the hop floor and the window bound still hold). Later steps find the bucket drained.
-Steps whose messages differ in size (max-min fair flows) get no credit.
+order; the hop floor and the window bound still hold). What a step's bytes leave in the bucket
+carries to the next steps (a small collective can ride on one bucket through all of them);
+a step that drains it leaves the later steps none. Steps whose messages differ in size
+(max-min fair flows) get no credit. :meth:`StepwiseNetwork.run_repeated` prices one of many
+calls back to back with a fixed idle gap before each (the microbenchmark's loop): the bucket
+then also refills while a call's links wait (its latencies, its hop floor), and settles.
 
 Time-varying links: a phase runs with the link states at the time its first chunk starts, for as
 many steps as end before the next change of any link it uses; a step across a change finishes
@@ -399,11 +403,12 @@ class StepwiseNetwork:
         states = self.states
         if idle_s > 0.0 and (tp.burst_s > 0.0 or tp.burst_bytes > 0.0):
             fixed = None
+            _, lat, bw, _ = states.at(start_s)
             if not cs.traced:
-                _, lat, bw, _ = states.at(start_s)
                 fixed = (lat, bw)
+            tokens = tp.burst_credit_bytes(bw, idle_s)
             return self._pipeline(cs, start_s + extra, fixed=fixed, record=record,
-                                  idle_s=idle_s) + extra
+                                  tokens=tokens) + extra
         if not cs.traced and record is None:
             ck = (id(cs), ())
             got = self._dur_cache.get(ck)
@@ -414,14 +419,66 @@ class StepwiseNetwork:
             return got + extra
         return self._pipeline(cs, start_s + extra, fixed=None, record=record) + extra
 
+    def run_repeated(self, cs: CompiledSchedule, gap_s: float) -> float:
+        """Duration of one of many back-to-back calls of ``cs`` on constant links, each after
+        the links idled ``gap_s`` (a microbenchmark's loop: a barrier, then the timed call),
+        once a shaper's bucket has settled (module docstring). A call starting with the bucket
+        at ``f`` of its size leaves what its bytes did not use, and the next finds that plus
+        what refilled while the links idled (the gap, and in the call its latencies and hop
+        floor), up to the bucket's size: the settled ``f`` is where the two agree on the
+        emptiest link the schedule uses (1: the bucket stays full; bisection otherwise, the
+        refill falling as ``f`` rises). Without a shaper burst: :meth:`run` (no credit)."""
+        tp = self.transport
+        if tp.burst_s <= 0.0 and tp.burst_bytes <= 0.0:
+            return self.run(cs, 0.0)
+        if cs.traced:
+            raise ValueError("run_repeated needs constant links")
+        if not (math.isfinite(gap_s) and gap_s >= 0.0):
+            raise ValueError(f"gap_s must be >= 0, got {gap_s!r}")
+        if not cs.phases:
+            return 0.0
+        _, lat, bw, _ = self.states.at(0.0)
+        extra = tp.base_latency_s * cs.n_calls
+        if tp.host_copy_Bps > 0:
+            extra += 2.0 * cs.max_rank_bytes / tp.host_copy_Bps
+        bucket = tp.burst_credit_bytes(bw, math.inf)
+        used = np.unique(np.concatenate([ph.links for ph in cs.phases]))
+        used = used[bucket[used] > 0]
+
+        def call(frac: float) -> tuple[float, float]:
+            tokens = bucket * frac
+            idle = np.zeros_like(bw, dtype=float)
+            dur = self._pipeline(cs, 0.0, fixed=(lat, bw), tokens=tokens, idle_acc=idle)
+            nxt = np.minimum(bucket, tokens + bw * (idle + extra + gap_s))
+            refilled = float((nxt[used] / bucket[used]).min()) if len(used) else 1.0
+            return dur + extra, refilled
+
+        dur, refilled = call(1.0)
+        if refilled >= 1.0 - 1e-12:
+            return dur
+        lo, hi = 0.0, 1.0  # the bucket's settled level lies between
+        for _ in range(48):
+            mid = 0.5 * (lo + hi)
+            if call(mid)[1] >= mid:
+                lo = mid
+            else:
+                hi = mid
+        return call(lo)[0]
+
     def _pipeline(
         self,
         cs: CompiledSchedule,
         t0: float,
         fixed: tuple[np.ndarray, np.ndarray] | None,
         record: list[tuple[str, float, float]] | None = None,
-        idle_s: float = 0.0,
+        tokens: np.ndarray | None = None,
+        idle_acc: np.ndarray | None = None,
     ) -> float:
+        """Duration of ``cs`` from ``t0``. ``tokens`` (per link, updated in place): a shaper
+        bucket's bytes at the start; steps use them while their links hold any, each leaving
+        what its bytes did not use. ``idle_acc`` (per link, added to in place; needs
+        ``tokens``): every step then takes the token path, and each link's time not spent
+        sending at its rate is added (:meth:`run_repeated` refills the bucket by it)."""
         c_n = cs.chunks
         slots = self.transport.slots
         t = t0
@@ -430,9 +487,10 @@ class StepwiseNetwork:
             if record is not None:
                 record.append((ph.name, t, math.nan))
             left = ph.repeats
-            if idx == 0 and idle_s > 0.0 and ph.fair is None:
-                t = self._burst_step(ph, t, fixed, idle_s, c_n, slots,
-                                     tail=last == 0 and left == 1)
+            while left > 0 and tokens is not None and (
+                    idle_acc is not None or bool((tokens[ph.links] > 0.0).any())):
+                t = self._burst_step(ph, t, fixed, tokens, idle_acc, c_n, slots,
+                                     tail=idx == last and left == 1)
                 left -= 1
             while left > 0:
                 key, lat, bw, nxt = self._state_at(ph, t, fixed)
@@ -463,18 +521,35 @@ class StepwiseNetwork:
         ph: CompiledPhase,
         t: float,
         fixed: tuple[np.ndarray, np.ndarray] | None,
-        idle_s: float,
+        tokens: np.ndarray,
+        idle_acc: np.ndarray | None,
         c_n: int,
         slots: int,
         *,
         tail: bool,
     ) -> float:
-        """End of the first step of a collective started at ``t`` after its links idled
-        ``idle_s``: its bytes less the shaper bucket's credit (uncached: the credit varies)."""
+        """End of one step started at ``t`` with a shaper's bucket holding ``tokens`` (per
+        link): its bytes less the bucket's credit (uncached: the credit varies). The bytes
+        used leave ``tokens``; with ``idle_acc``, each link's time not sending at its rate is
+        added to it. Max-min fair steps use no credit (and drain the bucket of their links)."""
         _, lat, bw, nxt = self._state_at(ph, t, fixed)
-        credit = self.transport.burst_credit_bytes(bw[ph.links], idle_s)
-        step, last = _step_times(*self._step_cost(ph, lat, bw, credit), c_n, slots)
+        links = ph.links
+        fair = ph.fair is not None
+        credit = None if fair else tokens[links].copy()
+        d, big_x = self._step_cost(ph, lat, bw, credit)
+        step, last = _step_times(d, big_x, c_n, slots)
         dur = last if tail else step
+        tp = self.transport
+        load = ph.load_bytes
+        if tp.message_bytes > 0 and ph.load_msgs is not None:
+            load = load + tp.message_bytes * ph.load_msgs
+        if idle_acc is not None:
+            eff = ph.efficiency if ph.efficiency > 0 else tp.bandwidth_efficiency
+            left = load if credit is None else np.maximum(load - credit, 0.0)
+            busy = left / (bw[links] * eff)
+            idle_acc += dur
+            idle_acc[links] += np.maximum(-busy, -dur)
+        tokens[links] = 0.0 if credit is None else np.maximum(credit - load, 0.0)
         if t + dur <= nxt:
             return t + dur
         return self._straddle(ph, t, nxt, dur, c_n, slots, tail=tail)

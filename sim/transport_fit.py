@@ -70,9 +70,13 @@ def predict_s(
     latency_s: float,
     bandwidth_Bps: float,
     collective: str = "ring",
+    gap_s: float | None = None,
 ) -> float:
     """The simulator's time for one ``collective`` of ``size_bytes`` per rank over ``ranks``
-    ranks on the flat cluster of constant links (``latency_s``, ``bandwidth_Bps``) under ``tp``."""
+    ranks on the flat cluster of constant links (``latency_s``, ``bandwidth_Bps``) under ``tp``:
+    one call alone (a shaper's bucket gives it nothing), or with ``gap_s`` one of many calls
+    back to back, the links idle ``gap_s`` before each, as the microbenchmark times them
+    (:meth:`StepwiseNetwork.run_repeated`: the bucket settles)."""
     from sim.collectives import schedule_for
     from sim.compress.spec import Payload
     from traces.model import PiecewiseTrace, TraceSet
@@ -83,6 +87,8 @@ def predict_s(
     link = TraceSet.single(PiecewiseTrace.constant(latency_s, bandwidth_Bps))
     net = StepwiseNetwork(flat_topology(ranks, link), tp)
     cs = net.compile(schedule_for(collective, ranks, Payload(size_bytes)))
+    if gap_s is not None:
+        return float(net.run_repeated(cs, gap_s))
     return float(net.run(cs, 0.0))
 
 
@@ -125,6 +131,7 @@ def fit_transport(
     call_per_tensor: bool = False,
     min_transfer_s: float = 0.0,
     message_bytes: bool = False,
+    spaced_calls: bool = False,
 ) -> FitResult:
     """Fit ``base``'s latencies and bandwidth efficiency to ``points`` (module docstring).
 
@@ -150,6 +157,12 @@ def fit_transport(
     ``message_bytes``: also fit the transport's ``message_bytes`` (fixed wire bytes per message
     of a step, >= 0), with the latencies (on every fitted point, after the efficiencies with
     ``min_transfer_s``); otherwise it stays at the base transport's value.
+
+    ``spaced_calls``: price every point as the microbenchmark times it, one of many calls back
+    to back with the links idle for the point's ``idle_s`` before each (its barrier), under
+    ``base``'s shaper burst (:func:`predict_s` ``gap_s``): a tbf bucket that refills between
+    and within calls lets small calls run faster than the rate, and the fit no longer reads
+    that as a higher efficiency or fewer wire bytes. Needs points that name their link rates.
     """
     import numpy as np
     from scipy.optimize import least_squares
@@ -163,6 +176,8 @@ def fit_transport(
                          "fit them separately")
     if per_point and link_bandwidth_Bps is not None:
         raise InputError("the measurements name their link bandwidths: give no --link-gbps")
+    if spaced_calls and not per_point:
+        raise InputError("pricing spaced calls needs measurements that name their link rates")
 
     def held(m: Measurement) -> bool:
         return (fit_max_bytes is not None and m.size_bytes > fit_max_bytes) or (
@@ -222,7 +237,11 @@ def fit_transport(
         tp, bw = transport_for(x, model)
         return predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s,
                          bandwidth_Bps=m.bandwidth_Bps or bw,
-                         collective="allgather" if m.op == "allgather" else collective)
+                         collective="allgather" if m.op == "allgather" else collective,
+                         gap_s=gap_of(m))
+
+    def gap_of(m: Measurement) -> float | None:
+        return (m.idle_s or 0.0) if spaced_calls else None
 
     # Start from the largest point's bus bandwidth and the smallest point's time per step.
     big = max(train, key=lambda m: m.size_bytes)
@@ -295,7 +314,8 @@ def fit_transport(
     for m in points:
         pred = predict_s(tp, m.ranks, m.size_bytes, latency_s=link_latency_s,
                          bandwidth_Bps=m.bandwidth_Bps or link_bw,
-                         collective="allgather" if m.op == "allgather" else collective)
+                         collective="allgather" if m.op == "allgather" else collective,
+                         gap_s=gap_of(m))
         rows.append({"ranks": m.ranks, "op": m.op, "bytes": m.size_bytes,
                      "measured_s": m.time_s,
                      "predicted_s": pred, "rel_error": pred / m.time_s - 1.0,

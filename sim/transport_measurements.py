@@ -29,6 +29,10 @@ class Measurement:
     time_s: float
     bandwidth_Bps: float | None = None
     op: str = "allreduce"
+    #: How long the links idled before each timed call (median; the microbenchmark's barrier
+    #: and loop between calls), or ``None`` where not measured. A token-bucket shaper's bucket
+    #: refills meanwhile (:meth:`sim.transports.Transport.burst_credit_bytes`).
+    idle_s: float | None = None
 
     def check(self, where: str) -> None:
         """Raise :class:`InputError` (naming ``where``) unless the point is usable."""
@@ -43,6 +47,9 @@ class Measurement:
         bw = self.bandwidth_Bps
         if bw is not None and not (math.isfinite(bw) and bw > 0):
             raise InputError(f"{where}: bandwidth_Bps must be > 0, got {bw}")
+        idle = self.idle_s
+        if idle is not None and not (math.isfinite(idle) and idle >= 0):
+            raise InputError(f"{where}: idle_s must be >= 0, got {idle}")
 
 
 def _text(path: str) -> str:
@@ -54,8 +61,8 @@ def _text(path: str) -> str:
 
 
 def read_csv(path: str) -> list[Measurement]:
-    """Points of a CSV with the header ``ranks,bytes,seconds`` and optionally ``bandwidth_Bps``
-    (any column order; an empty bandwidth cell means none)."""
+    """Points of a CSV with the header ``ranks,bytes,seconds`` and optionally ``bandwidth_Bps``,
+    ``op`` and ``idle_s`` (any column order; an empty bandwidth or idle cell means none)."""
     rows = list(csv.reader(_text(path).splitlines()))
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if not rows:
@@ -69,17 +76,20 @@ def read_csv(path: str) -> list[Measurement]:
     col = {k: head.index(k) for k in need}
     bw_col = head.index("bandwidth_bps") if "bandwidth_bps" in head else None
     op_col = head.index("op") if "op" in head else None
+    idle_col = head.index("idle_s") if "idle_s" in head else None
     out = []
     for i, row in enumerate(rows[1:], start=2):
         where = f"measurements {path} line {i}"
         try:
             bw_cell = row[bw_col].strip() if bw_col is not None else ""
             op = (row[op_col].strip() if op_col is not None else "") or "allreduce"
+            idle_cell = row[idle_col].strip() if idle_col is not None else ""
             m = Measurement(int(row[col["ranks"]]), float(row[col["bytes"]]),
-                            float(row[col["seconds"]]), float(bw_cell) if bw_cell else None, op)
+                            float(row[col["seconds"]]), float(bw_cell) if bw_cell else None, op,
+                            float(idle_cell) if idle_cell else None)
         except (ValueError, IndexError):
             raise InputError(f"{where}: expected integer ranks and numeric bytes, seconds"
-                             "(, bandwidth_Bps)") from None
+                             "(, bandwidth_Bps, idle_s)") from None
         m.check(where)
         out.append(m)
     if not out:
@@ -121,7 +131,12 @@ def write_csv(path: str, points: list[Measurement]) -> None:
     """Write ``points`` as a CSV :func:`read_csv` reads back (atomically)."""
     from compctl_base.atomic_files import atomic_write_bytes
 
-    if any(m.op != "allreduce" for m in points):
+    if any(m.idle_s is not None for m in points):
+        lines = ["ranks,bytes,seconds,bandwidth_Bps,op,idle_s"]
+        lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r},"
+                  f"{'' if m.bandwidth_Bps is None else repr(m.bandwidth_Bps)},{m.op},"
+                  f"{'' if m.idle_s is None else repr(m.idle_s)}" for m in points]
+    elif any(m.op != "allreduce" for m in points):
         lines = ["ranks,bytes,seconds,bandwidth_Bps,op"]
         lines += [f"{m.ranks},{m.size_bytes:.0f},{m.time_s!r},"
                   f"{'' if m.bandwidth_Bps is None else repr(m.bandwidth_Bps)},{m.op}"
