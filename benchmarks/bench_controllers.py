@@ -22,6 +22,7 @@ Usage::
     python benchmarks/bench_controllers.py --tta --held-out-4 # on the fourth held-out set
     python benchmarks/bench_controllers.py --tta --held-out-5 # on the fifth held-out set
     python benchmarks/bench_controllers.py --tta --held-out-6 # on the sixth held-out set
+    python benchmarks/bench_controllers.py --tta --held-out-7 # on the seventh held-out set
     python benchmarks/bench_controllers.py --tta --markdown tta.json   # tables of a saved run
 
 Timings use time.perf_counter (the controllers themselves never read a clock).
@@ -152,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out-5", action="store_true",
                         help="--tta on the fifth held-out set (tuned on since 2026-11-26)")
     parser.add_argument("--held-out-6", action="store_true",
-                        help="--tta on the sixth held-out set (never tuned on)")
+                        help="--tta on the sixth held-out set (tuned on since 2026-11-26)")
+    parser.add_argument("--held-out-7", action="store_true",
+                        help="--tta on the seventh held-out set (never tuned on)")
     parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
     parser.add_argument("--fidelity", default="analytic",
                         help="--tta: simulator fidelity (analytic or stepwise)")
@@ -166,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="--tta: take the fixed densities and every policy not named in "
                              "--policies from this saved --tta --json output of the same set "
                              "(code that gives them unchanged), and simulate only --policies")
+    parser.add_argument("--refixed", action="store_true",
+                        help="--tta --reuse: simulate the fixed densities again too (code that "
+                             "changes them, e.g. the link monitor's; the oracle is reused)")
     parser.add_argument("--checkpoint", metavar="JSONL",
                         help="--tta: append each finished scenario to this file and, when it "
                              "already holds scenarios of the same run (an interrupted one), "
@@ -219,7 +225,9 @@ def _tta(args: argparse.Namespace) -> int:
         with open(args.markdown) as fh:
             sys.stdout.write(tt.format_markdown(tt.from_json(json.load(fh))))
         return 0
-    if args.held_out_6:
+    if args.held_out_7:
+        traces = dict(tt.HELD_OUT_7)
+    elif args.held_out_6:
         traces = dict(tt.HELD_OUT_6)
     elif args.held_out_5:
         traces = dict(tt.HELD_OUT_5)
@@ -240,6 +248,8 @@ def _tta(args: argparse.Namespace) -> int:
             list(traces.items())[:3])
         workloads, workers = ("resnet50", "lstm-ptb"), (8, 64)
     pols = [p for p in args.policies.split(",") if p] or None
+    if args.refixed and not args.reuse:
+        raise InputError("--refixed needs --reuse (without it every cell is simulated anyway)")
     known = None
     if args.reuse:
         if pols is None:
@@ -250,7 +260,8 @@ def _tta(args: argparse.Namespace) -> int:
         pols.append("oracle")  # every ratio of the table is to the oracle
     scs = tt.run_all(tt.scenarios(traces, workloads, workers), jobs=args.jobs,
                      fidelity=args.fidelity, policies=pols, known=known,
-                     checkpoint=Path(args.checkpoint) if args.checkpoint else None)
+                     checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+                     refixed=args.refixed)
     # With the oracle alone (a first pass, completed later with --reuse) there is no adaptive
     # policy to summarise: the scenarios are written without a summary.
     summary = tt.summarise(scs) if all(s.has_adaptive() for s in scs) else None

@@ -342,6 +342,8 @@ def _rows(cfg: RealConfig, history: list[IterationStats], starts: list[float], t
         if (cfg.use_hook or cfg.sync != "allreduce") and iter_s == iter_s:
             row["exposed_comm_s"], row["compress_s"], row["compute_s"] = split_iteration(
                 iter_s, st.exposed_comm_s, st.compress_s)
+            # bounded as the greatest is (never more than the iteration less compression)
+            row["exposed_comm_min_s"] = min(st.exposed_comm_min_s, row["exposed_comm_s"])
         row.update(evals.get(it, {}))
         rows.append(row)
     return rows
@@ -395,6 +397,7 @@ def _row(cfg: RealConfig, st: IterationStats, start_s: float, trace: Any,
         "warmup": st.warmup,
         "decide_s": st.decide_s,
         "decide_hidden_s": st.decide_hidden_s,
+        "exposed_comm_min_s": st.exposed_comm_min_s,
     }
 
 

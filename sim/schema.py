@@ -43,4 +43,7 @@ OPTIONAL_COLUMNS: dict[str, str] = {
     "rank": "int64",
     "decide_s": "float64",  # the controller's decide() seconds in the iteration
     "decide_hidden_s": "float64",  # the part of decide_s hidden in network waits (lag 1)
+    # real runs: the least exposed communication over ranks (the last rank to reach the
+    # exchange waits for nobody: the exchange alone, without the others' lateness)
+    "exposed_comm_min_s": "float64",
 }

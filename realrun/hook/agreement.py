@@ -184,6 +184,7 @@ class Agreement:
             est_bandwidth_Bps=bw,
             timed=timed,
             link_comm_s=float(sum(max(svc, 0.0) for svc in services)),
+            tmin=tmin,
         )
         self.history.append(stats)
         self.last = stats

@@ -83,6 +83,10 @@ class IterationStats:
     decide_s: float = math.nan
     #: The part of ``decide_s`` run inside emulated network waits (``decision_lag=1``).
     decide_hidden_s: float = math.nan
+    #: The least exposed communication over ranks (``exposed_comm_s`` is the greatest): the
+    #: rank that reaches the exchange last waits for nobody, so this is the exchange without
+    #: the other ranks' lateness, and ``iter_s`` minus it the time until every rank was ready.
+    exposed_comm_min_s: float = math.nan
 
 
 @dataclass
@@ -188,8 +192,10 @@ def agreed_stats(
     est_bandwidth_Bps: float | None,
     timed: bool,
     link_comm_s: float = math.nan,
+    tmin: list[float] | None = None,
 ) -> IterationStats:
-    """The :class:`IterationStats` of ``cur`` from the column-wise max and sum over ranks."""
+    """The :class:`IterationStats` of ``cur`` from the column-wise max and sum over ranks (and
+    min, ``tmin``, for ``exposed_comm_min_s``; NaN without it)."""
     gain = tsum[5] / tsum[6] if tsum[6] > 0.0 else 1.0
     return IterationStats(
         iteration=cur.iteration,
@@ -210,4 +216,5 @@ def agreed_stats(
         link_comm_s=link_comm_s,
         decide_s=tmax[DECIDE_COL],
         decide_hidden_s=tmax[DECIDE_COL + 1],
+        exposed_comm_min_s=tmin[2] if tmin is not None and tmin[2] >= 0.0 else math.nan,
     )

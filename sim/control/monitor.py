@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .monitor_kalman import KalmanLink
+from .monitor_kalman import RESOLUTION_SHARE, KalmanLink
 from .monitor_split import identifiable, pinned_split
 from .smoothing import EwmaFilter, MinFilter
 
@@ -61,6 +61,8 @@ _START_SINE = 0.05
 _CONSISTENT_REL = 1e-6
 #: Log-space standard deviation the Kalman filter restarts with from such an exact split.
 _EXACT_SD = 0.1
+#: Fewest newest rows whose exact split re-splits a latency the filter cannot resolve.
+_EXACT_ROWS = 3
 # Rows whose (n_alpha, n_bytes) directions differ by less than this (sine of the angle between
 # them, after scaling the columns) count as "the same shape": they cannot separate alpha from beta.
 _MIN_SINE = 1e-6
@@ -204,6 +206,34 @@ def _robust_start(rows: Sequence[tuple[float, float, float]]) -> tuple[float, fl
     if not (a > 0.0 and b > 0.0 and t > 0.0):
         return None
     return 0.5 * t / a, 0.5 * t / b, 1.0
+
+
+def _restart(
+    split: tuple[float, float], rows: Sequence[tuple[float, float, float]]
+) -> KalmanLink:
+    """The Kalman filter restarted at an exact ``split`` of ``rows``; "unresolved" when the
+    latency holds less than :data:`~sim.control.monitor_kalman.RESOLUTION_SHARE` of every
+    row's duration (a link whose latency touches zero)."""
+    low = all(a * split[0] < RESOLUTION_SHARE * t for a, _, t in rows)
+    return KalmanLink(split[0], split[1], rel_sd=_EXACT_SD, unresolved=low)
+
+
+def _newest_exact(
+    rows: Sequence[tuple[float, float, float]],
+) -> tuple[float, float] | None:
+    """The exact split of the longest run of newest rows (at least :data:`_EXACT_ROWS`, of
+    shapes that resolve the split) that one link state explains to :data:`_CONSISTENT_REL`;
+    ``None`` if there is none. Two rows always have an exact split, consistent or not: three
+    are the fewest a link change between them cannot fit by accident."""
+    newest = list(rows)
+    for k in range(len(newest) - 1, _EXACT_ROWS - 1, -1):
+        sub = newest[-k:]
+        if not identifiable(sub):
+            continue
+        fit = _fit_rows(sub)
+        if fit is not None and fit[0] > 0.0 and _consistent(sub, fit):
+            return fit
+    return None
 
 
 class LinkMonitor:
@@ -354,8 +384,16 @@ class LinkMonitor:
             exact = _fit_rows(rows)
             if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
                 # The window is one link state, measured without error: the split is exact.
-                self._kalman = KalmanLink(exact[0], exact[1], rel_sd=_EXACT_SD)
+                self._kalman = _restart(exact, rows)
                 return exact
+        if self._kalman is not None and self._kalman.unresolved:
+            # The filter's latency sits near zero, where its gain on latency vanishes: it would
+            # read a rise of the latency as a collapse of bandwidth. The newest rows that one
+            # link state explains exactly (a link that moved within the window) resolve it.
+            split = _newest_exact(rows)
+            if split is not None:
+                self._kalman = _restart(split, rows)
+                return split
         if self._kalman is not None:
             return self._kalman.update(*rows[-1])
         if self.fit == "robust" and len(rows) >= 2:

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["KalmanLink"]
+__all__ = ["RESOLUTION_SHARE", "KalmanLink"]
 
 #: One robust update moves either log term by at most this much.
 _MAX_LOG_STEP = 1.0
 #: Least latency the Kalman filter works with (1 us, below any network's per-message latency).
 #: Its gain on latency is proportional to latency's share of a predicted duration, so a split
 #: that puts latency near zero (a link whose latency touches zero) would make that estimate
-#: absorbing: a later rise in latency would then be read as a collapse of bandwidth.
+#: absorbing: a later rise in latency would then be read as a collapse of bandwidth. The floor
+#: alone does not prevent that (1 us under the 30 latency terms of a 30 ms collective is a share
+#: of 1e-3): such an estimate is flagged :attr:`KalmanLink.unresolved`, and the link monitor
+#: re-splits it from the measurements themselves (:mod:`sim.control.monitor`).
 _MIN_ALPHA_S = 1e-6
+#: Share of a duration below which the latency terms are not resolved: a latency estimate whose
+#: share of a measurement stays below it is "somewhere near zero", not a value.
+RESOLUTION_SHARE = 0.03
 
 
 class KalmanLink:
@@ -40,6 +46,8 @@ class KalmanLink:
             mostly to latency.
         noise: relative measurement error.
         cap: largest standard deviation of each log term.
+        unresolved: the starting latency is below what the measurements resolve (a split that
+            put it near zero; see :attr:`unresolved`).
     """
 
     def __init__(
@@ -52,6 +60,7 @@ class KalmanLink:
         bandwidth_drift: float = 0.03,
         noise: float = 0.05,
         cap: float = 1.0,
+        unresolved: bool = False,
     ) -> None:
         if not (alpha_s > 0.0 and beta_s_per_byte > 0.0):
             raise ValueError("the starting estimate needs alpha > 0 and beta > 0")
@@ -63,6 +72,11 @@ class KalmanLink:
         self._cap2 = cap * cap
         self._p11 = self._p22 = rel_sd * rel_sd
         self._p12 = 0.0
+        #: Whether the latency estimate is at or near zero, below what the filter can move:
+        #: set by the caller for a start near zero and whenever an update clamps the latency at
+        #: its floor; cleared by an update after which latency holds at least
+        #: :data:`RESOLUTION_SHARE` of the predicted duration.
+        self.unresolved = bool(unresolved) or alpha_s <= _MIN_ALPHA_S
 
     @property
     def alpha_s(self) -> float:
@@ -92,11 +106,15 @@ class KalmanLink:
         s = h1 * ph1 + h2 * ph2 + self._noise2
         k1, k2 = ph1 / s, ph2 / s
         innov = math.log(seconds / pred)
-        self._u = max(
-            math.log(_MIN_ALPHA_S), self._u + max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k1 * innov))
-        )
+        u = self._u + max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k1 * innov))
+        self._u = max(math.log(_MIN_ALPHA_S), u)
         self._v += max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, k2 * innov))
         self._p11 = p11 - k1 * ph1
         self._p22 = p22 - k2 * ph2
         self._p12 = p12 - k1 * ph2
+        if u <= math.log(_MIN_ALPHA_S):
+            self.unresolved = True  # clamped: the data put the latency below the floor
+        elif self.unresolved:
+            ta = n_alpha * self.alpha_s
+            self.unresolved = ta < RESOLUTION_SHARE * (ta + n_bytes * self.beta)
         return self.alpha_s, self.beta

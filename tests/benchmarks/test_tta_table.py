@@ -276,3 +276,62 @@ def test_an_oracle_only_first_pass_writes_its_scenarios_without_a_summary(
     assert tt.from_json(data)[0].fixed == done[0].fixed
     assert bench.main(["--tta", "--quick", "--policies", "oracle"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith("  -")
+
+
+def test_seventh_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    tt = _module()
+    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4, tt.HELD_OUT_5,
+             tt.HELD_OUT_6)
+    earlier = set(tt.BUNDLED).union(*older)
+    assert not set(tt.HELD_OUT_7) & earlier
+
+    def seeds(held: dict[str, str]) -> set[str]:
+        return {p.split(":")[-1] for t in held for p in t.split(",")
+                if p.split(":")[-1].startswith("seed=")}
+
+    assert seeds(tt.HELD_OUT_7) and not seeds(tt.HELD_OUT_7) & set().union(
+        *(seeds(h) for h in older))
+
+    def unseeded(t: str) -> str:
+        return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
+
+    assert not {unseeded(t) for t in tt.HELD_OUT_7} & {unseeded(t) for t in earlier}
+    files = [t for t in tt.HELD_OUT_7 if t.endswith(".csv")]
+    assert len(files) == 2 and all(Path(f).name.startswith("heldout7-") for f in files)
+
+
+def test_seventh_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
+    mod = load_script("make_heldout7_traces")
+    assert mod.main([str(tmp_path)]) == 0
+    for name in ("heldout7-parallel-ferry-car-fast.csv", "heldout7-geo-jitter.csv"):
+        assert (tmp_path / name).read_text() == (
+            _PATH.parents[1] / "benchmarks/data" / name).read_text()
+    # Parallel paths replayed 4x faster: the sum of the two bandwidths, the larger latency.
+    srcs = [mod._read(name) for name in mod.PARALLEL]
+    fast = [(p / mod.SPEEDUP, [(t / mod.SPEEDUP, lat, bw) for t, lat, bw in rows])
+            for p, rows in srcs]
+    rows = [r.split(",") for r in (tmp_path / "heldout7-parallel-ferry-car-fast.csv"
+                                   ).read_text().splitlines() if r[:1].isdigit()]
+    assert len(rows) > 1000
+    for t, lat, bw in rows[:400]:
+        a, b = mod._at(*fast[0], float(t)), mod._at(*fast[1], float(t))
+        assert float(bw) == pytest.approx(a[1] + b[1])
+        assert float(lat) == max(a[0], b[0])
+    # The jitter stays inside each pair's measured [min_rtt, max_rtt] / 2.
+    lats = [float(r.split(",")[1]) for r in (tmp_path / "heldout7-geo-jitter.csv").read_text(
+        ).splitlines() if r[:1].isdigit()]
+    assert len(lats) == mod.PAIRS * int(mod.HOLD_S / mod.JITTER_DT_S)
+    assert len(set(lats)) > 200  # pairs whose mdev_rtt the matrix leaves empty hold still
+
+
+def test_refixed_reuse_simulates_the_fixed_grid_again_and_keeps_the_oracle() -> None:
+    tt = _module()
+    trace = tt.BUNDLED[0]
+    saved = tt.Scenario(trace, "lstm-ptb", 8, "c", 1.0, {1.0: 123.0, 0.1: 45.0},
+                        {"oracle": 40.0, "mpc": 41.0})
+    out = tt.run_all([tt.Scenario(trace, "lstm-ptb", 8, "c")], policies=["dense"],
+                     known=[saved], refixed=True)[0]
+    assert out.policies["oracle"] == 40.0
+    assert set(out.fixed) == set(tt.GRID) and out.fixed[1.0] != 123.0
+    full = tt.run_scenario(tt.Scenario(trace, "lstm-ptb", 8, "c"), ["dense"])
+    assert out.fixed == full.fixed

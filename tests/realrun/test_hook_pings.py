@@ -53,6 +53,7 @@ def _scenario(rank: int, world: int) -> dict[str, Any]:
         "reference": state.monitor.latency_reference_s,
         "latency": state.monitor.estimate()[0],
         "stats": [(h.warmup, h.comm_s, h.link_comm_s) for h in state.history],
+        "exposed": [(h.warmup, h.exposed_comm_s, h.exposed_comm_min_s) for h in state.history],
     }
 
 
@@ -85,6 +86,23 @@ def test_the_link_time_leaves_out_the_wait_for_a_late_rank(ranks: list[dict[str,
     assert ranks[0]["stats"] == ranks[1]["stats"]
     # The monitor was fed the link's time, so its latency is near the emulated one.
     assert ranks[0]["latency"] < LATENCY_S + LATE_S / 2
+
+
+def test_the_least_exposed_time_leaves_out_the_wait_for_a_late_rank(
+    ranks: list[dict[str, Any]],
+) -> None:
+    """``exposed_comm_s`` is the greatest over ranks (rank 0's, with its wait for rank 1);
+    ``exposed_comm_min_s`` the least (rank 1's: it waits for nobody), what a compute
+    calibration must subtract so that the lateness counts as the iteration's compute."""
+    import statistics
+
+    controlled = [e for e in ranks[0]["exposed"] if not e[0]]
+    assert len(controlled) == 5
+    for _, most, least in controlled:
+        assert LATENCY_S * 0.999 <= least <= most
+    assert statistics.median(m for _, m, _ in controlled) >= LATE_S * 0.9
+    assert statistics.median(x for _, _, x in controlled) < LATE_S / 2
+    assert ranks[0]["exposed"] == ranks[1]["exposed"]
 
 
 def test_state_and_config_reject_bad_ping_counts() -> None:
