@@ -278,7 +278,8 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
             "calibration": {"compute_scale": cal.compute_scale,
                             "extra_latency_s": cal.extra_latency_s,
                             "compress_scale": cal.compress_scale,
-                            "agreement_s": cal.agreement_s},
+                            "agreement_s": cal.agreement_s,
+                            "rank_wait_s": cal.rank_wait_s},
             "rows": rows}
 
 
@@ -395,7 +396,8 @@ def main() -> int:
               f"message (fit MAPE {t['fit']['mean_abs_rel_error']:.1%}); "
               f"compute x{c['compute_scale']:.3f}, extra latency "
               f"{c['extra_latency_s'] * 1e6:.1f} us/term, compression x{c['compress_scale']:.3f}, "
-              f"agreement {c['agreement_s'] * 1e3:.3f} ms")
+              f"agreement {c['agreement_s'] * 1e3:.3f} ms, ranks' wait "
+              f"{c.get('rank_wait_s', 0.0) * 1e3:.3f} ms")
         for r in b["rows"]:
             print(f"  {r['policy']:<15} {r['trace']:<9} MAPE iter {r['mape_iter']:6.1%} "
                   f"(median {r['mdape_iter']:5.1%})  comm {r['mape_comm']:6.1%}  "

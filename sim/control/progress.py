@@ -38,6 +38,7 @@ __all__ = [
     "ProgressModel",
     "ProgressState",
     "UsesProgressModel",
+    "check_calibration_name",
     "default_progress_model",
 ]
 
@@ -95,6 +96,27 @@ class ProgressModel:
         if source not in _CACHE:
             _CACHE[source] = cls(ConvergenceModel.bundled(source))
         return _CACHE[source]
+
+    def recalibrated(self, name: str) -> ProgressModel:
+        """The same gradient trace under the alternative calibration ``name``: the bundled
+        ``<trace workload>.<name>.params.json`` (e.g. ``real2``: fitted on real 2-rank runs
+        with density switches, docs/convergence.md). Cached per process;
+        :class:`InputError` if ``name`` is malformed or not bundled for this trace."""
+        from sim.convergence.model import PARAMS_DIR
+        from sim.convergence.params import ConvergenceParams
+
+        check_calibration_name(name)
+        key = f"{self.workload}.{name}"
+        if key not in _CACHE:
+            path = PARAMS_DIR / f"{key}.params.json"
+            if not path.is_file():
+                raise InputError(
+                    f"no convergence calibration {name!r} bundled for {self.workload!r}"
+                )
+            _CACHE[key] = ProgressModel(
+                ConvergenceModel(self.model.trace, ConvergenceParams.load(path))
+            )
+        return _CACHE[key]
 
     @property
     def workload(self) -> str:
@@ -185,6 +207,16 @@ class ProgressModel:
         q = state.q + g**self.alpha / (1.0 + s * self.inv_knee)
         p = q - lag if q - lag > state.progress else state.progress
         return ProgressState(t, q, lag, p)
+
+
+def check_calibration_name(name: str) -> str:
+    """``name`` if it can name an alternative calibration (letters, digits, ``_``, ``-``);
+    :class:`InputError` otherwise."""
+    if not name or not all(c.isascii() and (c.isalnum() or c in "_-") for c in name):
+        raise InputError(
+            f"calibration name must be letters, digits, '_' or '-', got {name!r}"
+        )
+    return name
 
 
 def default_progress_model() -> ProgressModel:

@@ -79,6 +79,10 @@ exploration); the plan itself is unchanged.
 rolling target). The gain of a density other than the one in force is the model's gain scaled by
 the ratio of the measured gain (``Observation.gain``) to the model's gain at the density in force,
 so a real run's measured gains calibrate the model online. Between re-plans the density holds.
+With ``calibration`` (default empty: the calibration that scores the runs) the controller plans
+with the same gradient trace under an alternative bundled calibration of its workload
+(:meth:`ProgressModel.recalibrated`): ``real2`` is fitted on real 2-rank runs that switch density,
+which the fixed-density calibration mis-predicts (docs/convergence.md).
 The controller reads nothing but its observations: it runs unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
@@ -97,7 +101,7 @@ from typing import Any
 from sim.compress.spec import get_spec
 
 from ..decision_builder import AUTO, parse_densities
-from ..progress import ProgressState
+from ..progress import ProgressModel, ProgressState, check_calibration_name
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED
 from ..types import Decision, Observation
@@ -147,8 +151,12 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         collective_regret: float = 1.5,
         compressor: str = "topk",
         collective: str = "auto",
+        calibration: str = "",
     ) -> None:
         grid = list(parse_densities(densities))
+        self.calibration = check_calibration_name(calibration) if calibration else ""
+        self._variant_of: ProgressModel | None = None
+        self._variant: ProgressModel | None = None
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, "
                              f"{history!r}")
@@ -213,6 +221,23 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             compressor=compressor,
             collective=collective,
         )
+
+    @property
+    def progress_model(self) -> ProgressModel:
+        """The bound (or default) model, under ``calibration`` when one is named."""
+        base = super().progress_model
+        if not self.calibration:
+            return base
+        variant = self._variant
+        if variant is None or self._variant_of is not base:  # once per bound model
+            variant = self._variant = base.recalibrated(self.calibration)
+            self._variant_of = base
+        return variant
+
+    def bind_progress(self, model: ProgressModel) -> None:
+        """Bind the workload's model; a named ``calibration`` missing for it fails here."""
+        super().bind_progress(model)
+        _ = self.progress_model
 
     def set_auto_collectives(self, allowed: tuple[str, ...]) -> None:
         """Candidates of ``collective="auto"`` for the planner and the decisions (names already
