@@ -43,7 +43,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,9 @@ class Calibration:
     compress_scale: float = 1.0
     overhead_s: float = 0.0
     agreement_s: float = 0.0
+    #: The early ranks' wait for the last one at each exchange, which real records count as
+    #: communication (``SimConfig.rank_wait_s``; 0 in files written before it).
+    rank_wait_s: float = 0.0
 
     def to_json(self) -> str:
         """JSON text (what ``--save-calibration`` writes)."""
@@ -95,7 +98,8 @@ class Calibration:
             d = json.loads(p.read_text())
             cal = cls(float(d["compute_scale"]), float(d["extra_latency_s"]),
                       str(d.get("fitted_on", "")), float(d.get("compress_scale", 1.0)),
-                      float(d.get("overhead_s", 0.0)), float(d.get("agreement_s", 0.0)))
+                      float(d.get("overhead_s", 0.0)), float(d.get("agreement_s", 0.0)),
+                      float(d.get("rank_wait_s", 0.0)))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError,
                 RecursionError):
             raise InputError(
@@ -105,7 +109,8 @@ class Calibration:
               and math.isfinite(cal.extra_latency_s)
               and cal.compress_scale >= 0 and math.isfinite(cal.compress_scale)
               and cal.overhead_s >= 0 and math.isfinite(cal.overhead_s)
-              and cal.agreement_s >= 0 and math.isfinite(cal.agreement_s))
+              and cal.agreement_s >= 0 and math.isfinite(cal.agreement_s)
+              and cal.rank_wait_s >= 0 and math.isfinite(cal.rank_wait_s))
         if not ok:
             raise InputError(f"{p}: calibration values out of range")
         return cal
@@ -213,6 +218,7 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         compute_scale=cal.compute_scale,
         compress_scale=cal.compress_scale,
         overhead_s=cal.overhead_s + (cal.agreement_s if _agreed_each_step(meta) else 0.0),
+        rank_wait_s=cal.rank_wait_s,
         fidelity=fidelity,
         transport=transport,
         calibration=transport_calibration,
@@ -361,6 +367,16 @@ def non_comm_s(records: pd.DataFrame) -> np.ndarray:
     return it - exposed
 
 
+def rank_wait_of(records: pd.DataFrame) -> np.ndarray:
+    """Per record, the early ranks' wait for the last one at the exchange:
+    ``exposed_comm_s - exposed_comm_min_s`` (0 where the records do not hold the least)."""
+    if "exposed_comm_min_s" not in records:
+        return np.zeros(len(records))
+    least = records["exposed_comm_min_s"].to_numpy(float)
+    most = records["exposed_comm_s"].to_numpy(float)
+    return np.where(np.isfinite(least), np.maximum(most - least, 0.0), 0.0)
+
+
 def _has_least_exposed(records: pd.DataFrame) -> bool:
     return "exposed_comm_min_s" in records and bool(
         np.isfinite(records["exposed_comm_min_s"].to_numpy(float)).any())
@@ -386,6 +402,9 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     of a 25 ms top-k iteration) the calibration then priced the iteration's compute at the
     earliest rank's, and the exchange the simulator prices alone (as the transport
     microbenchmark measures it, behind a barrier) came out short by the others' lateness.
+    ``rank_wait_s`` = the median of that wait (greatest less least) on the dense run: the
+    simulator books it as real records do, in the communication a delay-driven controller
+    sees (``SimConfig.rank_wait_s``); 0 for records without the least.
     ``extra_latency_s`` = median (real - simulated) communication time per iteration, divided by
     the latency terms per iteration of the run's collectives (from the simulation itself).
     ``compress_scale`` (from ``compressed``) = median (real iteration - real exposed
@@ -418,7 +437,9 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     scale = comp / base
     sim, _ = simulate_like(meta, Calibration(scale, 0.0), fidelity=fidelity,
                            transport=transport, transport_calibration=transport_calibration)
-    both = _aligned(real, sim, skip)
+    # the residual is the exchange's alone: the real communication less the early ranks'
+    # wait for the last one (part of the compute above), where the records hold it
+    both = _aligned(real.assign(comm_s=real["comm_s"] - rank_wait_of(real)), sim, skip)
     s_idx = sim.set_index("iteration").loc[both["iteration"]]
     n = int(cfg.get("nproc", 2))
     # Latency terms per iteration: the terms of every bucket's collective (buckets from the
@@ -433,8 +454,9 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
     )
     extra = float(np.nanmedian(per_alpha)) if fit_extra_latency else 0.0
     cal = Calibration(scale, extra, name)
+    wait = float(np.nanmedian(rank_wait_of(steady))) if _has_least_exposed(steady) else 0.0
     if compressed is None:
-        return cal
+        return replace(cal, rank_wait_s=wait)
     c_real, c_meta = compressed
     c_cfg = c_meta.get("config") or {}
     if c_cfg.get("workload") != cfg.get("workload"):
@@ -464,7 +486,7 @@ def fit_calibration(real: pd.DataFrame, meta: dict[str, Any], *, skip: int = 3,
         a_steady = a_real[a_real["iteration"] >= skip]
         a_non_comm = non_comm_s(a_steady)
         agreement = max(float(np.nanmedian(a_non_comm)) - float(np.nanmedian(non_comm)), 0.0)
-    return Calibration(scale, extra, name, c_scale, 0.0, agreement)
+    return Calibration(scale, extra, name, c_scale, 0.0, agreement, wait)
 
 
 def plot_validation(real: pd.DataFrame, sim: pd.DataFrame, path: str | os.PathLike[str],

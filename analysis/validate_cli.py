@@ -116,7 +116,8 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
                               "extra_latency_s": cal.extra_latency_s,
                               "compress_scale": cal.compress_scale,
                               "overhead_s": cal.overhead_s,
-                              "agreement_s": cal.agreement_s}
+                              "agreement_s": cal.agreement_s,
+                              "rank_wait_s": cal.rank_wait_s}
     if args.json:
         sys.stdout.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
     else:
@@ -157,7 +158,8 @@ def _validate(args: argparse.Namespace, real_meta: dict[str, Any], kind: str, wo
                          f"extra latency {cal.extra_latency_s * 1e6:.1f} us per term, "
                          f"compression x{cal.compress_scale:.3f}, "
                          f"overhead {cal.overhead_s * 1e3:.3f} ms per iteration, "
-                         f"per-step agreement {cal.agreement_s * 1e3:.3f} ms")
+                         f"per-step agreement {cal.agreement_s * 1e3:.3f} ms, "
+                         f"ranks' wait at the exchange {cal.rank_wait_s * 1e3:.3f} ms")
         if args.plot:
             lines.append(f"plot: {args.plot}")
         sys.stdout.write("\n".join(lines) + "\n")

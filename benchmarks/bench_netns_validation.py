@@ -18,6 +18,10 @@ For every rank count, three stages, each on runs of its own:
    microbenchmark's calls run back to back, so its bucket is nearly empty), which a simulated
    iteration's first collective gets after the compute (``--no-tbf-burst``: none).
 2. Compute calibration (seed 1, constant trace at ``CAL_TRACE``, a rate no validated run uses):
+   the top-k run's exchange also gives the allgather efficiency that prices every sparse
+   exchange (``analysis.validate_allgather``: training-sized calls, where the microbenchmark's
+   large transfers swung 0.667-0.806 between rounds at 2 ranks;
+   ``--allgather-from-microbenchmark``: the microbenchmark's, the previous method);
    a dense run, a top-k 10% run and the same with per-step agreement, fitted as
    ``compctl validate --fit-calibration --fit-compressed --fit-agreement`` does, at the
    stepwise level under the transport calibration of stage 1, with no extra latency per
@@ -68,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.validate import fit_calibration, validate
+from analysis.validate_allgather import fit_allgather_efficiency, with_allgather_efficiency
 from analysis.validate_replay import constant_floor_mape
 from realrun.allreduce_bench import measure_netns
 from realrun.calibrate import NETNS_MIN_TRANSFER_MS
@@ -110,6 +115,9 @@ TBF_BURST = True
 # --fit-extra-latency: fit the dense calibration run's communication residual as a latency per
 # term (the previous method); by default the transport microbenchmark alone prices communication
 FIT_EXTRA_LATENCY = False
+# --allgather-from-microbenchmark: price the sparse exchange with the microbenchmark's allgather
+# efficiency (the previous method); by default it is fitted on the top-k calibration run
+ALLGATHER_FROM_RUN = True
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
@@ -237,6 +245,17 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
     cal_dense, cal_topk = runs[f"n{n}-cal-dense"], runs[f"n{n}-cal-topk"]
     cal_agree = runs[f"n{n}-cal-topk-agree"]
     real, meta = read_run(cal_dense)
+    if ALLGATHER_FROM_RUN:
+        # the allgather efficiency from the top-k calibration run's exchange (training-sized
+        # calls), the dense run's compute under it; the microbenchmark's kept for the record
+        cal0 = fit_calibration(real, meta, fit_extra_latency=FIT_EXTRA_LATENCY,
+                               **stepwise)  # type: ignore[arg-type]
+        eff = fit_allgather_efficiency(*read_run(cal_topk), transport_calibration=tcal,
+                                       calibration=cal0)
+        tcal = with_allgather_efficiency(tcal, "gloo", eff, tmp / f"transport-n{n}-run.json")
+        stepwise = {**stepwise, "transport_calibration": str(tcal)}
+        tsummary["allgather_efficiency_microbenchmark"] = tsummary["allgather_efficiency"]
+        tsummary["allgather_efficiency"] = eff
     cal = fit_calibration(real, meta, compressed=read_run(cal_topk),
                           agreed=read_run(cal_agree), name=f"n{n} calibration runs (seed 1)",
                           fit_extra_latency=FIT_EXTRA_LATENCY,
@@ -278,7 +297,8 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
             "calibration": {"compute_scale": cal.compute_scale,
                             "extra_latency_s": cal.extra_latency_s,
                             "compress_scale": cal.compress_scale,
-                            "agreement_s": cal.agreement_s},
+                            "agreement_s": cal.agreement_s,
+                            "rank_wait_s": cal.rank_wait_s},
             "rows": rows}
 
 
@@ -331,13 +351,18 @@ def main() -> int:
                     help="fit the dense calibration run's communication residual as a latency "
                     "per collective term (the previous method; by default held at 0: the "
                     "transport microbenchmark prices communication)")
+    ap.add_argument("--allgather-from-microbenchmark", action="store_true",
+                    help="price the sparse exchange with the transport microbenchmark's "
+                    "allgather efficiency (the previous method; by default it is fitted on the "
+                    "top-k calibration run's exchange, training-sized calls)")
     ap.add_argument("--runs-only", action="store_true",
                     help="the transport measurements and real runs only, no simulation (with "
                     "--keep; simulate later with --reuse)")
     args = ap.parse_args()
     global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES, PIN_CORES, LATENCY_PINGS, RANK_NICE
-    global PIN_MICROBENCHMARK, TBF_BURST, FIT_EXTRA_LATENCY, TCP_CC
+    global PIN_MICROBENCHMARK, TBF_BURST, FIT_EXTRA_LATENCY, TCP_CC, ALLGATHER_FROM_RUN
     PIN_MICROBENCHMARK = args.pin_microbenchmark
+    ALLGATHER_FROM_RUN = not args.allgather_from_microbenchmark
     TBF_BURST, FIT_EXTRA_LATENCY = not args.no_tbf_burst, args.fit_extra_latency
     if args.latency_pings < 0:
         sys.stderr.write(f"error: --latency-pings must be >= 0, got {args.latency_pings}\n")
@@ -395,7 +420,8 @@ def main() -> int:
               f"message (fit MAPE {t['fit']['mean_abs_rel_error']:.1%}); "
               f"compute x{c['compute_scale']:.3f}, extra latency "
               f"{c['extra_latency_s'] * 1e6:.1f} us/term, compression x{c['compress_scale']:.3f}, "
-              f"agreement {c['agreement_s'] * 1e3:.3f} ms")
+              f"agreement {c['agreement_s'] * 1e3:.3f} ms, ranks' wait "
+              f"{c.get('rank_wait_s', 0.0) * 1e3:.3f} ms")
         for r in b["rows"]:
             print(f"  {r['policy']:<15} {r['trace']:<9} MAPE iter {r['mape_iter']:6.1%} "
                   f"(median {r['mdape_iter']:5.1%})  comm {r['mape_comm']:6.1%}  "

@@ -77,6 +77,10 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     min_ms = getattr(args, "fit_min_transfer_ms", None)
     if min_ms is not None and not (math.isfinite(min_ms) and min_ms >= 0):
         raise InputError(f"--fit-min-transfer-ms must be >= 0, got {min_ms}")
+    spaced = bool(getattr(args, "fit_spaced_calls", False))
+    if spaced and not (args.measure and rates is not None):
+        raise InputError("--fit-spaced-calls needs --measure --netns-mbit (the tbf links and "
+                         "the idle gaps it prices)")
     fit_ranks = None
     if args.fit_ranks:
         try:
@@ -136,6 +140,11 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
                 sources.append(f"efficiencies fitted on transfers >= {min_ms:g} ms")
     elif min_ms > 0:
         sources.append(f"efficiencies fitted on transfers >= {min_ms:g} ms")
+    if spaced:
+        from .netns import with_tbf_burst
+
+        base = with_tbf_burst(base)
+        sources.append("calls priced back to back behind a barrier through tbf's bucket")
     fit = fit_transport(
         points, base,
         link_latency_s=args.link_latency_ms * 1e-3,
@@ -150,6 +159,7 @@ def run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
         call_per_tensor=bool(args.measure),
         min_transfer_s=min_ms * 1e-3,
         message_bytes=bool(getattr(args, "fit_message_bytes", False)),
+        spaced_calls=spaced,
     )
     if args.measure and rates is not None:
         # The netns links' tbf lets a burst through at once after idling: simulated

@@ -70,6 +70,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "step carries (headers, ACKs on the shaped egress, the library's control "
                    "messages): small messages at low rates are slower than their payload "
                    "predicts (default: not fitted, 0)")
+    p.add_argument("--fit-spaced-calls", action="store_true",
+                   help="--measure --netns-mbit: price every point as the microbenchmark times "
+                   "it, calls back to back behind a barrier through tbf, whose bucket refills "
+                   "between and within calls (the measured idle gap of each point), instead "
+                   "of each call alone: the efficiency and wire bytes then no longer absorb "
+                   "the bucket (docs/calibration.md)")
     p.add_argument("--fit-min-transfer-ms", type=float, default=None, metavar="MS",
                    help="points on shaped links: fit the bandwidth efficiencies on transfers "
                    "of at least this many ms at the link rate only (then the latencies on every "

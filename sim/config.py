@@ -49,6 +49,7 @@ _FLOAT_FIELDS = (
     "deadline_s",
     "packet_loss",
     "rto_s",
+    "rank_wait_s",
 )
 
 
@@ -195,6 +196,14 @@ class SimConfig:
             controlled iteration the monitor gets the latency of a priced one-element
             collective as its reference (:mod:`sim.control.pings`), and that iteration pays
             the pings' time (serial, in ``compute_s``). In :meth:`to_dict` only when set.
+        rank_wait_s: how long, per iteration, the ranks that reach the exchange first wait
+            there for the last one, as a real run's records count it: its communication times
+            are the greatest over ranks, so they hold that wait, and its delay-driven
+            controllers see it (``exposed_comm_s`` less ``exposed_comm_min_s`` of a real
+            run). Moved out of ``compute_s`` into ``comm_s`` and ``exposed_comm_s`` (at most
+            the iteration's compute), and so into what the controller observes; ``iter_s``
+            is unchanged (the simulated ranks are alike, the wait part of the time until the
+            last one is ready). 0 (default: none); in :meth:`to_dict` only when set.
 
     The three stepwise-only fields and the three DS-Sync fields appear in :meth:`to_dict` only
     when not at their defaults, so earlier configurations (and their run ids) are unchanged.
@@ -242,6 +251,7 @@ class SimConfig:
     measure_decisions: bool = False
     decision_lag: int = 0
     latency_pings: int = 0
+    rank_wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         from sim.control.selector import canonical_auto_collectives
@@ -274,6 +284,7 @@ class SimConfig:
             ("measure_decisions", False),
             ("decision_lag", 0),
             ("latency_pings", 0),
+            ("rank_wait_s", 0.0),
         ):
             if d[name] == unset:
                 del d[name]

@@ -43,6 +43,7 @@ def validate_config(cfg: Any, fidelities: tuple[str, ...]) -> None:
     need_pos("compute_scale", cfg.compute_scale, allow_zero=True)
     need_pos("compress_scale", cfg.compress_scale, allow_zero=True)
     need_pos("overhead_s", cfg.overhead_s, allow_zero=True)
+    need_pos("rank_wait_s", cfg.rank_wait_s, allow_zero=True)
     need_pos("decision_s", cfg.decision_s, allow_zero=True)
     need_int("decision_lag", cfg.decision_lag, 0)
     if cfg.decision_lag > 1:

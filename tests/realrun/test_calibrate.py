@@ -459,3 +459,41 @@ def test_measure_passes_real_time_ranks_and_the_congestion_controller_on(
     assert seen[-1]["rt_priority"] == 5
     assert main(["calibrate", "--measure", "--tcp-cc", "reno", "--out", str(out)]) == 2
     assert "--tcp-cc needs --netns-mbit" in capsys.readouterr().err
+
+
+def test_fit_spaced_calls_prices_the_benchmark_loop_through_the_bucket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--fit-spaced-calls`` recovers a transport from points priced as back-to-back calls
+    behind a barrier through tbf (their idle gaps measured), says so in the file's note, and
+    needs the netns measurement."""
+    from dataclasses import replace
+
+    import realrun.allreduce_bench as bench
+    from realrun.netns import with_tbf_burst
+    from sim.transport_fit import predict_s
+    from sim.transports import TRANSPORTS
+
+    truth = with_tbf_burst(replace(TRANSPORTS["gloo"], host_copy_Bps=0.0, hop_latency_s=7e-5,
+                                   bandwidth_efficiency=0.93, call_per_tensor=1))
+
+    def fake_netns(rates: list[float], *a: object, **kw: object) -> list[Measurement]:
+        pts = []
+        for mbit in rates:
+            bw = mbit * 1e6 / 8
+            for size in (1024.0, 16384.0, 262144.0, 4194304.0):
+                t = predict_s(truth, 2, size, latency_s=0.0, bandwidth_Bps=bw, gap_s=1e-4)
+                pts.append(Measurement(2, size, t, bw, idle_s=1e-4))
+        return pts
+
+    monkeypatch.setattr(bench, "measure_netns", fake_netns)
+    out = tmp_path / "cal.json"
+    rep = _calibrate(capsys, "--measure", "--netns-mbit", "25,100,400", "--max-ranks", "2",
+                     "--fit-spaced-calls", "--fit-min-transfer-ms", "0", "--out", str(out))
+    gloo = rep["calibration"]["transports"]["gloo"]
+    assert gloo["hop_latency_s"] == pytest.approx(7e-5, rel=1e-3)
+    assert gloo["bandwidth_efficiency"] == pytest.approx(0.93, rel=1e-4)
+    assert "back to back behind a barrier" in rep["calibration"]["note"]
+    assert rep["summary"]["fit"]["max_abs_rel_error"] < 1e-4
+    assert main(["calibrate", "--measure", "--fit-spaced-calls", "--out", str(out)]) == 2
+    assert "--fit-spaced-calls needs --measure --netns-mbit" in capsys.readouterr().err

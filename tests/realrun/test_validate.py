@@ -171,6 +171,7 @@ def test_fit_subtracts_the_least_exposed_time_over_ranks() -> None:
         # the true exchange is the least over ranks; the earliest rank waited late_s longer
         return df.assign(exposed_comm_min_s=df["exposed_comm_s"],
                          exposed_comm_s=df["exposed_comm_s"] + late_s,
+                         comm_s=df["comm_s"] + late_s,
                          compute_s=df["compute_s"] - late_s)
 
     cal = fit_calibration(skewed(dense), _meta("dense", {}),
@@ -178,9 +179,15 @@ def test_fit_subtracts_the_least_exposed_time_over_ranks() -> None:
                           fit_extra_latency=False)
     assert cal.compute_scale == pytest.approx(2.0, rel=1e-9)
     assert cal.compress_scale == pytest.approx(3.0, rel=1e-6)
+    assert cal.rank_wait_s == pytest.approx(late_s, rel=1e-9)
+    # the extra latency is fitted on the exchange alone: the wait is not a latency
+    fitted = fit_calibration(skewed(dense), _meta("dense", {}))
+    assert fitted.extra_latency_s == pytest.approx(0.0, abs=1e-9)
+    assert fitted.rank_wait_s == pytest.approx(late_s, rel=1e-9)
     old = fit_calibration(skewed(dense).drop(columns="exposed_comm_min_s"), _meta("dense", {}),
                           fit_extra_latency=False)
     assert old.compute_scale < cal.compute_scale
+    assert old.rank_wait_s == 0.0
     # a column of NaN (a run whose ranks did not agree it) reads as absent
     nan = skewed(dense).assign(exposed_comm_min_s=float("nan"))
     assert fit_calibration(nan, _meta("dense", {}),
