@@ -38,6 +38,7 @@ __all__ = [
     "ProgressModel",
     "ProgressState",
     "UsesProgressModel",
+    "UsesRecalibratedModel",
     "check_calibration_name",
     "default_progress_model",
 ]
@@ -241,3 +242,34 @@ class UsesProgressModel:
         if self._bound_progress is None:
             self._bound_progress = default_progress_model()
         return self._bound_progress
+
+
+class UsesRecalibratedModel(UsesProgressModel):
+    """A controller that may plan under an alternative calibration of its workload's model:
+    ``calibration`` names one for :meth:`ProgressModel.recalibrated` (empty: the bound model
+    itself, the one that scores the runs)."""
+
+    calibration: str = ""
+    #: (bound model, its recalibrated variant), looked up once per bound model.
+    _variant: tuple[ProgressModel, ProgressModel] | None = None
+
+    def _set_calibration(self, name: str) -> None:
+        """Check and keep ``name`` (:class:`InputError` if malformed)."""
+        self.calibration = check_calibration_name(name) if name else ""
+        self._variant = None
+
+    @property
+    def progress_model(self) -> ProgressModel:
+        """The bound (or default) model, under ``calibration`` when one is named."""
+        base = super().progress_model
+        if not self.calibration:
+            return base
+        hit = self._variant
+        if hit is None or hit[0] is not base:
+            hit = self._variant = (base, base.recalibrated(self.calibration))
+        return hit[1]
+
+    def bind_progress(self, model: ProgressModel) -> None:
+        """Bind the workload's model; a named ``calibration`` missing for it fails here."""
+        super().bind_progress(model)
+        _ = self.progress_model

@@ -79,10 +79,8 @@ exploration); the plan itself is unchanged.
 rolling target). The gain of a density other than the one in force is the model's gain scaled by
 the ratio of the measured gain (``Observation.gain``) to the model's gain at the density in force,
 so a real run's measured gains calibrate the model online. Between re-plans the density holds.
-With ``calibration`` (default empty: the calibration that scores the runs) the controller plans
-with the same gradient trace under an alternative bundled calibration of its workload
-(:meth:`ProgressModel.recalibrated`): ``real2`` is fitted on real 2-rank runs that switch density,
-which the fixed-density calibration mis-predicts (docs/convergence.md).
+With ``calibration`` it plans under an alternative calibration (:class:`UsesRecalibratedModel`;
+``real2``: fitted on real 2-rank runs that switch density, docs/convergence.md).
 The controller reads nothing but its observations: it runs unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
@@ -101,7 +99,7 @@ from typing import Any
 from sim.compress.spec import get_spec
 
 from ..decision_builder import AUTO, parse_densities
-from ..progress import ProgressModel, ProgressState, check_calibration_name
+from ..progress import ProgressState, UsesRecalibratedModel
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED
 from ..types import Decision, Observation
@@ -121,10 +119,9 @@ _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 
 
 
 @register_policy(
-    "mpc",
-    "Model-predictive: forecast the link, predict time-to-target per density, apply, re-plan.",
+    "mpc", "Model-predictive: forecast the link, predict time-to-target per density, apply, re-plan."
 )
-class MpcPolicy(MpcPlanning, DensityPolicy):
+class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
     """Receding-horizon density choice on the convergence model and a link forecast."""
 
     def __init__(
@@ -154,12 +151,9 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         calibration: str = "",
     ) -> None:
         grid = list(parse_densities(densities))
-        self.calibration = check_calibration_name(calibration) if calibration else ""
-        self._variant_of: ProgressModel | None = None
-        self._variant: ProgressModel | None = None
+        self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
-            raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, "
-                             f"{history!r}")
+            raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")
         if target_progress < 0.0 or not horizon_progress > 0.0:
             raise ValueError("need target_progress >= 0 and horizon_progress > 0")
         if risk < 0.0 or spread < 0.0 or not (0.0 <= switch_margin < 1.0):
@@ -193,7 +187,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             raise ValueError(f"switch_chunks must be an integer >= 1, got {switch_chunks!r}")
         self.switch_chunks = int(switch_chunks)
         if probe_every < 0 or not probe_factor > 1.0:
-            raise ValueError(f"need probe_every >= 0 and probe_factor > 1, got {probe_every!r}, "
+            raise ValueError(f"need probe_every >= 0, probe_factor > 1: {probe_every!r}, "
                              f"{probe_factor!r}")
         self.probe_every = int(probe_every)
         if regime_steps < 0:
@@ -201,8 +195,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self.regime_steps = int(regime_steps)
         self.probe_factor = float(probe_factor)
         if collective_regret < 0.0 or 0.0 < collective_regret < 1.0:
-            raise ValueError(f"collective_regret must be 0 (off) or >= 1, got "
-                             f"{collective_regret!r}")
+            raise ValueError(f"collective_regret must be 0 (off) or >= 1, got {collective_regret!r}")
         self.collective_regret = float(collective_regret)
         self.compressor = compressor
         self._auto_collective = collective == AUTO
@@ -221,23 +214,6 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
             compressor=compressor,
             collective=collective,
         )
-
-    @property
-    def progress_model(self) -> ProgressModel:
-        """The bound (or default) model, under ``calibration`` when one is named."""
-        base = super().progress_model
-        if not self.calibration:
-            return base
-        variant = self._variant
-        if variant is None or self._variant_of is not base:  # once per bound model
-            variant = self._variant = base.recalibrated(self.calibration)
-            self._variant_of = base
-        return variant
-
-    def bind_progress(self, model: ProgressModel) -> None:
-        """Bind the workload's model; a named ``calibration`` missing for it fails here."""
-        super().bind_progress(model)
-        _ = self.progress_model
 
     def set_auto_collectives(self, allowed: tuple[str, ...]) -> None:
         """Candidates of ``collective="auto"`` for the planner and the decisions (names already
@@ -262,8 +238,7 @@ class MpcPolicy(MpcPlanning, DensityPolicy):
         self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S, walk=True)
         self._lat_moves = LatencyDiffusion(self.history)
         self._last_it_s = 0.0  # the last iteration's seconds: the next decision's exposure
-        self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
-                                self.replan_change)
+        self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps, self.replan_change)
         self._links = deque()  # bounded by :meth:`_note_link`
         self._since_plan = 0
         self._planned = False
