@@ -20,11 +20,13 @@ Usage: ``python benchmarks/make_heldout6_traces.py [OUT_DIR]``.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import random
 import sys
 from pathlib import Path
+
+from heldout_rows import read_rows as _read
+from heldout_rows import state_at as _at
 
 from traces.importers.skyplane import skyplane_pairs
 
@@ -35,25 +37,6 @@ GROUP_REGIONS = 3
 HOLD_S = 20.0
 DURATION_S = 1800.0
 SERIES = ("heldout-fcc-13092-x1000.csv", "heldout-norway-metro-1-x1000.csv")
-
-
-def _read(name: str) -> tuple[float, list[tuple[float, float, float]]]:
-    """``(period_s, [(time_s, latency_s, bandwidth_Bps), ...])`` of an imported trace file."""
-    lines = (_DATA / name).read_text().splitlines()
-    period = float(next(x for x in lines if x.startswith("# period_s:")).split(":")[1])
-    rows = lines[lines.index("time_s,latency_s,bandwidth_Bps") + 1:]
-    out = []
-    for row in rows:
-        t, lat, bw = (float(x) for x in row.split(","))
-        out.append((t, lat, bw))
-    return period, out
-
-
-def _at(period: float, rows: list[tuple[float, float, float]], t: float) -> tuple[float, float]:
-    """``(latency, bandwidth)`` of a looping piecewise-constant trace at time ``t``."""
-    local = t % period
-    i = bisect.bisect_right([r[0] for r in rows], local) - 1
-    return rows[max(i, 0)][1], rows[max(i, 0)][2]
 
 
 def series_lines() -> list[str]:

@@ -19,11 +19,13 @@ Usage: ``python benchmarks/make_heldout7_traces.py [OUT_DIR]``.
 
 from __future__ import annotations
 
-import bisect
 import csv
 import random
 import sys
 from pathlib import Path
+
+from heldout_rows import read_rows as _read
+from heldout_rows import state_at as _at
 
 from traces.importers.skyplane import skyplane_pairs
 
@@ -37,20 +39,6 @@ PARALLEL = ("heldout2-norway-ferry-1-x1000.csv", "heldout-norway-car-1-x1000.csv
 PAIRS = 16
 HOLD_S = 25.0
 JITTER_DT_S = 0.5
-
-
-def _read(name: str) -> tuple[float, list[tuple[float, float, float]]]:
-    """``(period_s, [(time_s, latency_s, bandwidth_Bps), ...])`` of an imported trace file."""
-    lines = (_DATA / name).read_text().splitlines()
-    period = float(next(x for x in lines if x.startswith("# period_s:")).split(":")[1])
-    rows = lines[lines.index("time_s,latency_s,bandwidth_Bps") + 1:]
-    return period, [tuple(float(x) for x in row.split(",")) for row in rows]  # type: ignore[misc]
-
-
-def _at(period: float, rows: list[tuple[float, float, float]], t: float) -> tuple[float, float]:
-    """``(latency, bandwidth)`` of a looping piecewise-constant trace at time ``t``."""
-    i = bisect.bisect_right([r[0] for r in rows], t % period) - 1
-    return rows[max(i, 0)][1], rows[max(i, 0)][2]
 
 
 def parallel_lines() -> list[str]:

@@ -241,7 +241,7 @@ def test_sixth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> 
 
 
 def test_sixth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
-    mod = load_script("make_heldout6_traces")
+    mod = load_script("make_heldout6_traces", with_dir=True)
     assert mod.main([str(tmp_path)]) == 0
     for name in ("heldout6-series-fcc-metro.csv", "heldout6-geo-standard-mesh.csv"):
         assert (tmp_path / name).read_text() == (
@@ -301,7 +301,7 @@ def test_seventh_held_out_set_shares_no_trace_seed_generator_setting_or_file() -
 
 
 def test_seventh_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
-    mod = load_script("make_heldout7_traces")
+    mod = load_script("make_heldout7_traces", with_dir=True)
     assert mod.main([str(tmp_path)]) == 0
     for name in ("heldout7-parallel-ferry-car-fast.csv", "heldout7-geo-jitter.csv"):
         assert (tmp_path / name).read_text() == (
