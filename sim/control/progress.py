@@ -112,7 +112,8 @@ class ProgressModel:
             path = PARAMS_DIR / f"{key}.params.json"
             if not path.is_file():
                 raise InputError(
-                    f"no convergence calibration {name!r} bundled for {self.workload!r}"
+                    f"no convergence calibration {name!r} bundled for the gradient trace "
+                    f"{self.workload!r} (the one this workload's progress model reads)"
                 )
             _CACHE[key] = ProgressModel(
                 ConvergenceModel(self.model.trace, ConvergenceParams.load(path))
