@@ -8,6 +8,8 @@ Usage (root)::
     ... [--pin-cores] [--rounds R] [--max-repeats M] [--rank-nice N]   # less noise: see --help
     ... [--rank-rt P]   # ranks under SCHED_FIFO at priority P: no run-queue waits (see --help)
     ... [--tcp-cc reno]   # the ranks' TCP congestion controller (see --help)
+    ... [--order separate]   # each part's rates one after another (the method until 2026-11-26)
+    ... [--save-stats STATS.json]; --cal CAL.csv --held HELD.csv --stats STATS.json  # CIs
 
 Two separate measurement runs of the gloo allreduce microbenchmark
 (:func:`realrun.allreduce_bench.measure_netns`: one namespace per rank, tbf on every rank's
@@ -25,6 +27,15 @@ The gloo transport is fitted per rank count on the calibration run only (bandwid
 against the tbf rate, per-hop latency or floor, with ``--message-bytes`` the wire bytes per
 message) and predicts the held-out run; the table gives every held-out point's relative error
 and the share within 10%.
+
+Order (``--order``, default ``interleaved`` since 2026-11-26 15:30 UTC, chosen before any
+held-out point measured so was evaluated): both parts in one run per rank count, the rates in
+alternating rounds, calibration then held out (25, 10, 100, 50, 400, 200 Mbit/s, ``--rounds``
+times; :mod:`realrun.allreduce_interleave`), so that both parts see the machine in the same
+minutes; ``separate``: the calibration rates, then the held-out ones, each rate in its own
+namespaces and processes. Interleaved points keep every call: ``--save-stats`` writes them with
+the order-statistic 95% interval of each point's median (``ci``: printed next to each error,
+relative to the measured time) and the per-round medians.
 
 Every point is priced as the benchmark runs it (default; ``--no-spaced``: each call alone, the
 method until 2026-11-26): many calls back to back, each after a barrier, through tbf, whose
@@ -44,6 +55,7 @@ import sys
 from dataclasses import replace
 
 from realrun.allreduce_bench import measure_netns
+from realrun.allreduce_interleave import PointStats, measure_interleaved, read_stats, write_stats
 from realrun.netns import with_tbf_burst
 from sim.transport_fit import Measurement, fit_transport, predict_s, read_csv, write_csv
 from sim.transports import TRANSPORTS
@@ -67,15 +79,28 @@ def _cal_gap(cal: list[Measurement], m: Measurement) -> float:
     return float(near.idle_s or 0.0)
 
 
+def _ci_of(stats: list[PointStats] | None, m: Measurement) -> tuple[float, float] | None:
+    """The measured point's median interval relative to its time, if ``stats`` holds it."""
+    for s in stats or []:
+        p = s.measurement
+        if (p.ranks, p.size_bytes, p.bandwidth_Bps, p.op) == (m.ranks, m.size_bytes,
+                                                                m.bandwidth_Bps, m.op):
+            return s.ci_low_s / m.time_s - 1.0, s.ci_high_s / m.time_s - 1.0
+    return None
+
+
 def evaluate(cal: list[Measurement], held: list[Measurement],
              message_bytes: bool = False, spaced: bool = True,
-             held_gap: str = "measured") -> list[dict[str, object]]:
+             held_gap: str = "measured",
+             stats: list[PointStats] | None = None) -> list[dict[str, object]]:
     """Fit per rank count on ``cal`` (with ``message_bytes``: the per-message wire bytes
     too); every held-out point's prediction and error. ``spaced``: price every point as the
     benchmark's back-to-back calls behind a barrier, with the netns links' tbf bucket
     (:meth:`sim.stepwise_net.StepwiseNetwork.run_repeated`), a held-out point with its own
     measured idle gap (``held_gap`` "measured") or the nearest calibration point's
-    ("calibration"); otherwise (the method until 2026-11-26) each call alone, no bucket."""
+    ("calibration"); otherwise (the method until 2026-11-26) each call alone, no bucket.
+    ``stats``: the measured points' calls; a held-out row then carries its median's 95%
+    interval relative to its time (``ci_rel``)."""
     base = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0)
     if spaced:
         base = with_tbf_burst(base)
@@ -93,7 +118,7 @@ def evaluate(cal: list[Measurement], held: list[Measurement],
                              bandwidth_Bps=float(m.bandwidth_Bps or 0.0), gap_s=gap)
             rows.append({"mbit": (m.bandwidth_Bps or 0.0) * 8e-6, "bytes": m.size_bytes,
                          "measured_s": m.time_s, "predicted_s": pred, "gap_s": gap,
-                         "rel_error": pred / m.time_s - 1.0})
+                         "rel_error": pred / m.time_s - 1.0, "ci_rel": _ci_of(stats, m)})
         out.append({"ranks": n, "hop_latency_s": tp.hop_latency_s,
                     "hop_floor_s": tp.hop_floor_s, "latency_model": fit.latency_model,
                     "bandwidth_efficiency": tp.bandwidth_efficiency,
@@ -102,12 +127,34 @@ def evaluate(cal: list[Measurement], held: list[Measurement],
     return out
 
 
+def _ci_text(ci: object) -> str:
+    if not isinstance(ci, tuple):
+        return ""
+    return f"  (median's 95% interval {ci[0]:+.1%} .. {ci[1]:+.1%})"
+
+
+def _separate(rates: list[float], sizes: list[int], a: argparse.Namespace) -> list[Measurement]:
+    """One part measured alone, rate after rate (``--order separate``)."""
+    return measure_netns(rates, max(RANKS), max(sizes), sizes=sizes, ranks=RANKS,
+                         rounds=a.rounds, pin_cores=a.pin_cores, max_repeats=a.max_repeats,
+                         rt_priority=a.rank_rt, congestion_control=a.tcp_cc)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cal", help="read the calibration measurements instead of measuring")
     ap.add_argument("--held", help="read the held-out measurements instead of measuring")
     ap.add_argument("--save-cal")
     ap.add_argument("--save-held")
+    ap.add_argument("--save-stats", help="write every measured point's calls and median "
+                    "interval as JSON (interleaved order only)")
+    ap.add_argument("--stats", help="read the points' calls and intervals (--save-stats) to "
+                    "print each held-out error's interval")
+    ap.add_argument("--order", choices=["interleaved", "separate"], default="interleaved",
+                    help="measure both parts in one run per rank count, calibration and "
+                    "held-out rates in alternating rounds (default), or the calibration rates "
+                    "then the held-out ones, each in its own processes (the method until "
+                    "2026-11-26 15:30 UTC)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--cal-mbit", default=",".join(f"{r:g}" for r in CAL_RATES),
                     help="calibration rates, Mbit/s (default %(default)s: below, between and "
@@ -156,26 +203,31 @@ def main() -> int:
     if set(cal_rates) & set(HELD_RATES) or any(r <= 0 for r in cal_rates):
         sys.stderr.write("error: --cal-mbit: calibration rates must be > 0 and not held out\n")
         return 2
-    cal = read_csv(a.cal) if a.cal else measure_netns(cal_rates, max(RANKS), max(CAL_SIZES),
-                                                       sizes=CAL_SIZES, ranks=RANKS,
-                                                       rounds=a.rounds, pin_cores=a.pin_cores,
-                                                       max_repeats=a.max_repeats,
-                                                       rt_priority=a.rank_rt,
-                                                       congestion_control=a.tcp_cc)
+    fresh = a.order == "interleaved" and not (a.cal or a.held)
+    if a.save_stats and not fresh:
+        sys.stderr.write("error: --save-stats needs the interleaved order and a measurement\n")
+        return 2
+    stats: list[PointStats] | None = read_stats(a.stats) if a.stats else None
+    if fresh:
+        stats = measure_interleaved((cal_rates, CAL_SIZES), (HELD_RATES, HELD_SIZES), RANKS,
+                                    rounds=a.rounds, max_repeats=a.max_repeats,
+                                    rt_priority=a.rank_rt, pin_cores=a.pin_cores,
+                                    congestion_control=a.tcp_cc)
+        if a.save_stats:
+            write_stats(a.save_stats, stats)
+        cal = [s.measurement for s in stats if s.part == "cal"]
+        held = [s.measurement for s in stats if s.part == "held"]
+    else:
+        cal = read_csv(a.cal) if a.cal else _separate(cal_rates, CAL_SIZES, a)
+        held = read_csv(a.held) if a.held else _separate(HELD_RATES, HELD_SIZES, a)
     if a.save_cal:
         write_csv(a.save_cal, cal)
-    held = read_csv(a.held) if a.held else measure_netns(HELD_RATES, max(RANKS),
-                                                          max(HELD_SIZES), sizes=HELD_SIZES,
-                                                          ranks=RANKS, rounds=a.rounds,
-                                                          pin_cores=a.pin_cores,
-                                                          max_repeats=a.max_repeats,
-                                                          rt_priority=a.rank_rt,
-                                                       congestion_control=a.tcp_cc)
     if a.save_held:
         write_csv(a.save_held, held)
     if a.measure_only:
         return 0
-    res = evaluate(cal, held, a.message_bytes, spaced=not a.no_spaced, held_gap=a.held_gap)
+    res = evaluate(cal, held, a.message_bytes, spaced=not a.no_spaced, held_gap=a.held_gap,
+                   stats=stats)
     if a.json:
         sys.stdout.write(json.dumps(res, indent=2) + "\n")
         return 0
@@ -199,7 +251,7 @@ def main() -> int:
             sys.stdout.write(f"  {float(x['mbit']):5.0f} Mbit/s {float(x['bytes']):>10.0f} B  "
                              f"measured {float(x['measured_s']) * 1e3:9.3f} ms  predicted "
                              f"{float(x['predicted_s']) * 1e3:9.3f} ms  "
-                             f"{float(x['rel_error']):+7.1%}\n")
+                             f"{float(x['rel_error']):+7.1%}{_ci_text(x['ci_rel'])}\n")
     return 0
 
 

@@ -41,7 +41,7 @@ from typing import Any
 from sim.errors import InputError
 from sim.transport_fit import Measurement
 
-__all__ = ["message_sizes", "measure", "measure_netns", "iters_for"]
+__all__ = ["message_sizes", "measure", "measure_netns", "iters_for", "time_calls"]
 
 _KiB = 1024
 
@@ -277,6 +277,14 @@ def _time_point(dist: Any, op: str, size: int, count: int, warmup: int,
     slowest rank's), after ``warmup`` untimed ones; and the median idle before a call (from the
     end of the previous call to the start of this one: the barrier and the loop, the mean over
     ranks), during which a shaper's bucket refills."""
+    calls, idle = time_calls(dist, op, size, count, warmup, world)
+    return float(statistics.median(calls)), idle
+
+
+def time_calls(dist: Any, op: str, size: int, count: int, warmup: int,
+               world: int) -> tuple[list[float], float]:
+    """Every one of ``count`` timed calls (each the slowest rank's time, in call order) and the
+    median idle before a call, as :func:`_time_point` measures them (run by every rank)."""
     import torch
 
     buf = torch.ones(max(1, size // 4), dtype=torch.float32)
@@ -305,7 +313,7 @@ def _time_point(dist: Any, op: str, size: int, count: int, warmup: int,
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
     idle = torch.tensor(gaps, dtype=torch.float64)
     dist.all_reduce(idle)
-    return (float(statistics.median(worst.tolist())),
+    return ([float(t) for t in worst.tolist()],
             float(statistics.median(idle.tolist())) / world)
 
 

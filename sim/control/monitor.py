@@ -30,9 +30,12 @@ import math
 from collections import deque
 
 from .monitor_fit import (
+    _EXACT_SD,
+    _bounded_split,
     _consistent,
     _fit_rows,
     _newest_exact,
+    _newest_settled,
     _restart,
     _robust_start,
     fit_alpha_beta,
@@ -173,6 +176,8 @@ class LinkMonitor:
         self._min_alpha = MinFilter(self._min_window)
         self._min_beta = MinFilter(self._min_window)
         self._kalman: KalmanLink | None = None
+        #: Whether the filter runs from an even split no rows resolved (:func:`_robust_start`).
+        self._guessed = False
         self.n_observations = 0
 
     def observe(self, n_alpha: float, n_bytes: float, seconds: float) -> None:
@@ -217,7 +222,16 @@ class LinkMonitor:
             if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
                 # The window is one link state, measured without error: the split is exact.
                 self._kalman = _restart(exact, rows)
+                self._guessed = False
                 return exact
+            settled = _newest_settled(rows)
+            if settled is not None and not self._agrees(settled):
+                # The newest rows split well despite a jittering latency, and the filter's
+                # split is not within their errors (it split jitter as if the link moved, or
+                # started from a split no row resolved): restart from theirs.
+                self._kalman = KalmanLink(settled[0], settled[1], rel_sd=_EXACT_SD)
+                self._guessed = False
+                return settled[0], settled[1]
         if self._kalman is not None and self._kalman.unresolved:
             # The filter's latency sits near zero, where its gain on latency vanishes: it would
             # read a rise of the latency as a collapse of bandwidth. The newest rows that one
@@ -225,13 +239,22 @@ class LinkMonitor:
             split = _newest_exact(rows)
             if split is not None:
                 self._kalman = _restart(split, rows)
+                self._guessed = False
                 return split
+        if self._kalman is not None and self._guessed:
+            # The filter started from an even split its rows could not resolve: where rows
+            # since bound the byte term below what it holds, take the bound.
+            bound = _bounded_split(rows)
+            if bound is not None and bound[1] < self._kalman.beta:
+                self._kalman = KalmanLink(bound[0], bound[1], rel_sd=1.0)
+                return bound
         if self._kalman is not None:
             return self._kalman.update(*rows[-1])
         if self.fit == "robust" and len(rows) >= 2:
             start = _robust_start(rows)
             if start is not None:
                 self._kalman = KalmanLink(start[0], start[1], rel_sd=start[2])
+                self._guessed = start[2] >= 1.0
                 return start[0], start[1]
         fit = _fit_rows(rows)
         if fit is not None:
@@ -256,6 +279,16 @@ class LinkMonitor:
         _log.debug("no latency/bandwidth split yet; attributing %.3g s to bytes", seconds)
         self._beta = seconds / n_bytes
         return None
+
+    def _agrees(self, settled: tuple[float, float, float]) -> bool:
+        """Whether the filter's split lies within two relative standard errors of a settled
+        split of the newest rows (both terms)."""
+        k = self._kalman
+        if k is None or self._guessed:
+            return False
+        tol = math.log1p(2.0 * settled[2])
+        return (abs(math.log(k.alpha_s / settled[0])) <= tol
+                and abs(math.log(k.beta / settled[1])) <= tol)
 
     def estimate(self) -> tuple[float | None, float | None]:
         """``(latency_s, bandwidth_Bps)``; either is ``None`` while it is not yet known."""
