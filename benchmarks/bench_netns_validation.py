@@ -121,7 +121,8 @@ ALLGATHER_FROM_RUN = True
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
-STEPS_SCALE = {"dense": 1, "fixed-topk-10%": 3, "dc2-aimd": 3, "dc2-pi": 3, "dc2-pi-smooth": 3}
+STEPS_SCALE = {"dense": 1, "fixed-topk-10%": 3, "dc2-aimd": 3, "dc2-pi": 3, "dc2-pi-smooth": 3,
+               "dc2-pi-settle": 3}
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("dense", {}),
     "fixed-topk-10%": ("fixed", {"density": 0.1, "collective": "allgather"}),
@@ -135,6 +136,11 @@ DELAY_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     # dc2-pi acting on a smoothed delay signal, so that it settles under per-iteration noise
     "dc2-pi-smooth": ("dc2-pi", {"target_s": 0.03, "collective": "allgather",
                                  "smoothing": 0.8}),
+    # dc2-pi-smooth that crosses a step of the link in one model-based move and holds one
+    # level per link state (a dead band sized from the measured noise, never narrower than
+    # half its hysteresis step): its density follows the link, not the timing noise
+    "dc2-pi-settle": ("dc2-pi", {"target_s": 0.03, "collective": "allgather",
+                                 "smoothing": 0.8, "rejump": True, "noise_band": 2.0}),
 }
 
 
