@@ -42,7 +42,7 @@ from .monitor_fit import (
     fit_alpha_beta_lstsq,
 )
 from .monitor_kalman import KalmanLink
-from .monitor_split import identifiable, pinned_split
+from .monitor_split import RESIDUAL_ROWS, identifiable, pinned_split
 from .smoothing import EwmaFilter, MinFilter
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "MinFilter",
     "LinkMonitor",
     "SMOOTHING_MODES",
+    "monitor_for",
 ]
 
 _log = logging.getLogger(__name__)
@@ -101,6 +102,10 @@ class LinkMonitor:
             than the reference's latencies lowers it (no collective beats its latencies).
             Latency changes after the reference was taken are then read as bandwidth (take
             a new reference, or none, on links whose latency moves).
+        residual_rows: rows whose least residual is the byte term of that split (default
+            :data:`~sim.control.monitor_split.RESIDUAL_ROWS`, at most ``window``): more rows see
+            through timing noise that delays most collectives (a loaded machine), at the price
+            of noticing a slower link that many rows late.
     """
 
     def __init__(
@@ -114,7 +119,11 @@ class LinkMonitor:
         prior_bandwidth_Bps: float | None = None,
         fit: str = "robust",
         latency_reference_s: float | None = None,
+        residual_rows: int = RESIDUAL_ROWS,
     ) -> None:
+        if isinstance(residual_rows, bool) or not 1 <= residual_rows <= window:
+            raise ValueError(f"residual_rows must be in [1, window], got {residual_rows!r}")
+        self.residual_rows = int(residual_rows)
         if fit not in FIT_MODES:
             raise ValueError(f"unknown fit {fit!r}; known: {', '.join(FIT_MODES)}")
         if window < 2:
@@ -207,7 +216,7 @@ class LinkMonitor:
             # ever exact, so trusting exact windows would make its monitor differ from a real
             # hook's fed the same kind of reference.
             self._kalman = None
-            return pinned_split(rows, self._latency_ref)
+            return pinned_split(rows, self._latency_ref, self.residual_rows)
         if self.fit == "robust" and len(rows) >= 2:
             exact = _fit_rows(rows)
             if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
@@ -285,3 +294,19 @@ class LinkMonitor:
         """``(latency_s, bandwidth_Bps)``; either is ``None`` while it is not yet known."""
         bandwidth = None if self._beta is None or self._beta <= 0.0 else 1.0 / self._beta
         return self._alpha_s, bandwidth
+
+
+def monitor_for(controller: object) -> LinkMonitor:
+    """The link monitor a run gives ``controller``: the default one, unless the controller
+    asks for another smoothing (a ``monitor_smoothing`` attribute, one of
+    :data:`SMOOTHING_MODES`; empty or absent: the default) or another count of residual rows
+    (``monitor_residual_rows``; 0 or absent: the default). The simulator and the real-run hook
+    both build their monitor here, so a policy sees the same estimator in both worlds."""
+    kwargs: dict[str, object] = {}
+    smoothing = getattr(controller, "monitor_smoothing", "")
+    if smoothing:
+        kwargs["smoothing"] = str(smoothing)
+    rows = getattr(controller, "monitor_residual_rows", 0)
+    if rows:
+        kwargs["residual_rows"] = int(rows)
+    return LinkMonitor(**kwargs)  # type: ignore[arg-type]

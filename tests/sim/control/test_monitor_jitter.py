@@ -90,10 +90,10 @@ def test_a_settled_split_needs_shapes_and_scatter_that_pin_both_terms() -> None:
     assert _settled_fit(noisy) is None
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(lat=st.floats(1e-4, 0.2), bw=st.floats(1e7, 1e11), jitter=st.floats(0.0, 0.05),
        seed=st.integers(0, 2**16))
-def test_a_bounded_split_never_puts_more_than_the_duration_on_either_term(
+def test_a_bounded_split_explains_the_mean_row_with_at_least_the_fitted_byte_term(
         lat: float, bw: float, jitter: float, seed: int) -> None:
     rng = np.random.default_rng(seed)
     rows = []
@@ -105,11 +105,13 @@ def test_a_bounded_split_never_puts_more_than_the_duration_on_either_term(
         return
     alpha, beta = split
     assert alpha > 0.0 and beta > 0.0
-    # The split explains the mean row, and the byte term is at least the fit's own estimate.
+    # The split explains the mean row, and the byte term is at least the least-squares fit's.
     n = len(rows)
     mean = [sum(r[k] for r in rows) / n for k in range(3)]
     assert mean[0] * alpha + mean[1] * beta == pytest.approx(mean[2], rel=1e-9)
-    assert all(b * beta < t for _, b, t in rows)
+    coef = np.linalg.lstsq(np.array([r[:2] for r in rows]), np.array([r[2] for r in rows]),
+                           rcond=None)[0]
+    assert beta >= float(coef[1]) * (1.0 - 1e-6)
 
 
 @pytest.mark.parametrize(("latency_s", "bandwidth_Bps", "jitter"),
