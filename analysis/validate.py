@@ -318,7 +318,7 @@ def simulate_like(meta: dict[str, Any], calibration: Calibration | None = None,
                         replay=replay, measure_decisions=measure_decisions))
 
                 records, sim_meta = aligned_runs(spec, align_to, records, sim_meta, passes,
-                                                  resimulate)
+                                                  resimulate, meta.get("link_changes"))
     return records, sim_meta
 
 

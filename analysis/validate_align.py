@@ -9,8 +9,12 @@ per-iteration comparison asks.
 
 :func:`warped_trace` maps the trace onto the simulated clock through the iterations: the trace
 time the real iteration ``i`` started at (``R_i``) is placed at the simulated start of
-iteration ``i`` (``S_i``), piecewise linearly in between (slope 1 outside the run), so
-simulated iteration ``i`` starts at the link state real iteration ``i`` started at. The
+iteration ``i`` (``S_i``), a time in between at the same offset from the iteration's start (at
+most ``S_i+1``; slope 1 outside the run), so simulated iteration ``i`` starts at the link state
+real iteration ``i`` started at and meets a change inside it as far into it as the real one
+did. Where the real run recorded when its shaper actually changed the links
+(``link_changes`` in ``meta.json``, netns runs), the trace is first moved to those times
+(:func:`applied_trace`). The
 simulation is repeated with the warped trace until the simulated starts settle
 (:func:`~analysis.validate.simulate_like`, ``align_to``).
 
@@ -37,7 +41,8 @@ from traces.model import PiecewiseTrace, TraceSet
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["time_map", "warped_trace", "predicted_starts", "aligned_runs", "Resimulate"]
+__all__ = ["time_map", "warped_trace", "predicted_starts", "aligned_runs", "applied_trace",
+           "Resimulate"]
 
 #: Simulates the run again over a warped trace set: ``(traces, delay_s, horizon_s)`` ->
 #: ``(records, meta)``.
@@ -61,10 +66,24 @@ def time_map(real_starts_s: np.ndarray, sim_starts_s: np.ndarray
 
 
 def _to_sim(t: np.ndarray, knots_r: np.ndarray, knots_s: np.ndarray) -> np.ndarray:
-    """Real trace times ``t`` on the simulated clock (slope 1 beyond the last knot)."""
-    out = np.interp(t, knots_r, knots_s)
-    beyond = t > knots_r[-1]
-    out[beyond] = knots_s[-1] + (t[beyond] - knots_r[-1])
+    """Real trace times ``t`` on the simulated clock: a time ``t`` within real iteration
+    ``[R_i, R_i+1)`` goes to ``S_i + (t - R_i)``, at most ``S_i+1`` (slope 1 beyond the last
+    knot).
+
+    The same offset from the iteration's start, not the same fraction of its duration: a
+    change inside an iteration (during its exchange) makes the simulated iteration's duration
+    depend on where the change falls, and placed at a fraction of that duration the change
+    moves with it. On a 50 -> 10 Mbit/s step 87% into an iteration, each millisecond the change
+    moved earlier made the iteration ~4 ms longer, which moved the change ~3.5 ms later: the
+    passes flipped between two placements and 14-24 of 297 iterations of a delay-driven run
+    stayed at the other link state (each such one a 100-300% error). At a fixed offset the
+    placement does not depend on the duration it changes."""
+    t = np.asarray(t, dtype=float)
+    i = np.clip(np.searchsorted(knots_r, t, side="right") - 1, 0, len(knots_r) - 1)
+    out = knots_s[i] + (t - knots_r[i])
+    inside = i < len(knots_r) - 1
+    nxt = knots_s[np.minimum(i + 1, len(knots_s) - 1)]
+    out[inside] = np.minimum(out[inside], nxt[inside])
     return out
 
 
@@ -89,6 +108,42 @@ def warped_trace(ts: TraceSet, real_starts_s: np.ndarray, sim_starts_s: np.ndarr
         links[lab] = PiecewiseTrace(times, u.latency_s[keep], u.bandwidth_Bps[keep],
                                     u.loss[keep], period_s=None, name=tr.name)
     return TraceSet(links, name=f"{ts.name}+aligned")
+
+
+def applied_trace(ts: TraceSet, changes: list[dict[str, float]], horizon_s: float) -> TraceSet:
+    """``ts`` with its bandwidth changed when a real run's shaper changed it.
+
+    ``changes``: the run's ``link_changes`` (``meta.json`` of a netns run,
+    :meth:`realrun.shaper.TraceShaper.link_changes`): per change the trace's time ``at_s``,
+    when its ``tc`` calls began and ended on the run's clock and the new rate. Each change
+    takes effect midway between begin and end; breakpoints after the last recorded change keep
+    their trace times; latency and loss stay on the trace's clock (the hook sleeps the latency
+    on time). A shaper that switched late on a loaded machine (a 4-rank run's links still at 50
+    Mbit/s 0.25 s after a step to 10) then shows in the aligned simulation as it happened."""
+    if not changes:
+        return ts
+    eff = sorted((0.5 * (float(c["begin_s"]) + float(c["end_s"])), float(c["at_s"]),
+                  float(c["bandwidth_Bps"])) for c in changes)
+    last_at = max(a for _, a, _ in eff)
+    links = {}
+    for lab, tr in ts.links.items():
+        if tr.is_constant:
+            links[lab] = tr
+            continue
+        u = tr.unrolled(horizon_s)
+        nominal_t = np.asarray(u.time_s, dtype=float)
+        bw_t = [0.0] + [t for t, _, _ in eff] + [t for t in nominal_t if t > last_at]
+        bw_v = ([float(u.bandwidth_Bps[0])] + [b for _, _, b in eff]
+                + [float(b) for t, b in zip(nominal_t, u.bandwidth_Bps, strict=True)
+                   if t > last_at])
+        times = np.unique(np.concatenate((nominal_t, np.asarray(bw_t, dtype=float))))
+        times = times[times >= 0.0]
+        idx = np.clip(np.searchsorted(nominal_t, times, side="right") - 1, 0, None)
+        bidx = np.clip(np.searchsorted(np.asarray(bw_t), times, side="right") - 1, 0, None)
+        bw = np.asarray(bw_v, dtype=float)[bidx]
+        links[lab] = PiecewiseTrace(times, u.latency_s[idx], bw, u.loss[idx],
+                                    period_s=None, name=tr.name)
+    return TraceSet(links, name=f"{ts.name}+applied")
 
 
 def _states(ts: TraceSet, times_s: np.ndarray) -> list[tuple[float, ...]]:
@@ -135,7 +190,9 @@ def _misaligned(ts: TraceSet, simulated_on: TraceSet, real: pd.Series,
 
 
 def aligned_runs(spec: str, real: pd.DataFrame, records: pd.DataFrame, sim_meta: dict[str, Any],
-                 passes: int, resimulate: Resimulate) -> tuple[pd.DataFrame, dict[str, Any]]:
+                 passes: int, resimulate: Resimulate,
+                 link_changes: list[dict[str, float]] | None = None
+                 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Re-simulate a run (first simulated as ``records``) with its trace ``spec`` warped onto
     the simulated clock, until the simulated starts move by less than 1 ms (at most
     ``passes`` times); each pass warps with :func:`predicted_starts`. Returns the pass whose
@@ -144,10 +201,15 @@ def aligned_runs(spec: str, real: pd.DataFrame, records: pd.DataFrame, sim_meta:
     on either side of it from one pass to the next, and the passes need not settle.
 
     ``resimulate(warped, delay_s, horizon_s)`` simulates the run again over the warped trace
-    set (the caller, :func:`analysis.validate.simulate_like`, knows the run and calibration)."""
+    set (the caller, :func:`analysis.validate.simulate_like`, knows the run and calibration).
+    ``link_changes``: when the real run's shaper changed the links (:func:`applied_trace`),
+    where the run recorded it; the warp then starts from the trace as applied."""
     from traces.bundled import resolve_trace
 
     ts = resolve_trace(spec)
+    if link_changes:
+        horizon = 4.0 * float(real["iter_s"].sum()) + 60.0
+        ts = applied_trace(ts, link_changes, horizon)
     if all(tr.is_constant for tr in ts.links.values()):
         return records, sim_meta
     r = real.set_index("iteration")["start_s"]

@@ -37,7 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from sim.errors import InputError
 from sim.rundir import check_out_dir
@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds a rank may take to log its first iteration, whatever ``timeout_s`` says.
 _STARTUP_S = 120.0
+#: SCHED_FIFO priority of a netns run's trace shaper (as root): the lowest real-time one
+SHAPER_RT_PRIORITY = 1
 #: Seconds a rank gets to exit after SIGTERM before SIGKILL.
 _GRACE_S = 3.0
 
@@ -334,9 +336,10 @@ def launch(
         raise InputError(f"--timeout-s must be a number > 0, got {timeout_s!r}")
     with stop_signals(), tempfile.TemporaryDirectory(prefix="compctl-real-") as tmp:
         scratch = Path(tmp)
+        shaped: dict[str, Any] = {}
         try:
             failure = _run_node(cfg, scratch, node_rank, rdzv, progress, limit_s,
-                                resolved=(kind, backend))
+                                resolved=(kind, backend), notes=shaped)
         except Interrupted as exc:
             # The ranks are stopped and the namespaces gone; the logs are still here.
             _write_partial(cfg, scratch / "logs", dest, force, params, backend, kind,
@@ -345,7 +348,10 @@ def launch(
             raise
         if failure is None:
             if dest is not None:
-                _publish(scratch / "run", dest, force, _launch_notes(cfg))
+                notes: dict[str, Any] = dict(_launch_notes(cfg))
+                if shaped.get("link_changes"):
+                    notes["link_changes"] = shaped["link_changes"]
+                _publish(scratch / "run", dest, force, notes)
             return dest
         if failure.input_error is not None:
             raise InputError(failure.input_error)
@@ -356,8 +362,12 @@ def launch(
 
 def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, int] | None,
               progress: bool, limit_s: float,
-              resolved: tuple[str, str] | None = None) -> _Failure | None:
+              resolved: tuple[str, str] | None = None,
+              notes: dict[str, Any] | None = None) -> _Failure | None:
     """Start, watch and stop this node's ranks inside ``scratch``; the failure, if any.
+
+    ``notes``: where a netns run's trace shaper leaves the link changes it applied
+    (``link_changes``: :meth:`~realrun.shaper.TraceShaper.link_changes`), once it stopped.
 
     ``resolved`` (device kind, backend) as the launcher decided them: the ranks use these
     rather than resolving ``auto`` again on their own."""
@@ -385,8 +395,12 @@ def _run_node(cfg: RealConfig, scratch: Path, node_rank: int, rdzv: tuple[str, i
 
             lab = st.enter_context(NetnsLab(n, bandwidth_Bps=trace.bandwidth_at(0.0),
                                                 congestion_control=cfg.tcp_cc))
-            shaper = TraceShaper(trace, lab.apply)
+            # SCHED_FIFO as root: a change applied on time while the ranks fill the cores
+            shaper = TraceShaper(trace, lab.apply,
+                                 rt_priority=SHAPER_RT_PRIORITY if os.geteuid() == 0 else 0)
             shaper.start(t0_file=t0_file)
+            if notes is not None:
+                st.callback(lambda: notes.update(link_changes=shaper.link_changes()))
             st.callback(shaper.stop)
             prefixes = [lab.exec_prefix(r) for r in range(n)]
             ifaces = [lab.iface(r) for r in range(n)]
@@ -442,7 +456,7 @@ def _launch_notes(cfg: RealConfig) -> dict[str, str]:
     return {"rank_privileges": f"root for set-up, then {how}"}
 
 
-def _publish(src: Path, dest: Path, force: bool, notes: dict[str, str]) -> None:
+def _publish(src: Path, dest: Path, force: bool, notes: dict[str, Any]) -> None:
     """Copy rank 0's finished run to ``dest`` (the launcher is the only writer of ``dest``),
     with its recorded observation stream when it wrote one."""
     from sim.control.obs_stream import STREAM_FILE

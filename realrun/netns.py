@@ -38,7 +38,7 @@ from types import TracebackType
 from sim.errors import InputError
 from sim.transports import Transport
 
-from .shaper import run_tc
+from .shaper import run_tc, run_tc_all
 from .traceplayer import Breakpoint
 
 __all__ = ["NetnsLab", "TBF_BURST_S", "TBF_MIN_BURST_BYTES", "check_congestion_control",
@@ -183,9 +183,8 @@ class NetnsLab:
     def set_bandwidth(self, bandwidth_Bps: float) -> None:
         """Change every rank's egress rate now (``tc qdisc change``; add if none yet)."""
         verb = "change" if self._bw0 is not None else "add"
-        for r in range(self.n):
-            run_tc(["tc", "qdisc", verb, "dev", self.iface(r), "root", "tbf",
-                    *tbf_args(bandwidth_Bps)], netns=self.ns(r))
+        run_tc_all([(["tc", "qdisc", verb, "dev", self.iface(r), "root", "tbf",
+                      *tbf_args(bandwidth_Bps)], self.ns(r)) for r in range(self.n)])
         self._bw0 = bandwidth_Bps
 
     def apply(self, bp: Breakpoint) -> None:

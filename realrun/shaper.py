@@ -9,6 +9,7 @@ share one clock.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -20,18 +21,32 @@ from traces.model import PiecewiseTrace
 
 from .traceplayer import Breakpoint, breakpoints
 
-__all__ = ["TraceShaper", "run_tc", "wait_for_t0"]
+__all__ = ["TraceShaper", "run_tc", "run_tc_all", "wait_for_t0"]
 
 log = logging.getLogger(__name__)
 
 
 def run_tc(args: Sequence[str], *, netns: str | None = None) -> None:
     """Run one ``tc`` (or ``ip``) command, optionally inside ``netns``; InputError on failure."""
-    cmd = (["ip", "netns", "exec", netns] if netns else []) + list(args)
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        msg = (res.stderr or res.stdout).strip().splitlines()
-        raise InputError(f"`{' '.join(cmd)}` failed: {msg[0] if msg else res.returncode}")
+    run_tc_all([(args, netns)])
+
+
+def run_tc_all(commands: Sequence[tuple[Sequence[str], str | None]]) -> None:
+    """Run ``tc`` (or ``ip``) commands, each ``(args, netns)``, at once (all started, then
+    all waited for); InputError naming the first that failed. One link change of a netns run
+    changes every rank's link: started one after another on a loaded machine, the last rank's
+    link changed tens of milliseconds after the first's."""
+    cmds = [(["ip", "netns", "exec", ns] if ns else []) + list(args) for args, ns in commands]
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in cmds]
+    failed: str | None = None
+    for cmd, proc in zip(cmds, procs, strict=True):
+        out, err = proc.communicate()
+        if proc.returncode != 0 and failed is None:
+            msg = (err or out).strip().splitlines()
+            failed = f"`{' '.join(cmd)}` failed: {msg[0] if msg else proc.returncode}"
+    if failed is not None:
+        raise InputError(failed)
 
 
 def wait_for_t0(path: Path, stop: threading.Event, timeout_s: float = 600.0) -> float | None:
@@ -55,6 +70,15 @@ class TraceShaper:
         apply: applies one link state (runs ``tc``); exceptions are logged and stop the shaper.
         horizon_s: how far to unroll a looping trace.
         clock: monotonic clock (seconds), shared with the ranks.
+        rt_priority: > 0: the shaper's thread (and the ``tc`` processes it starts) run under
+            ``SCHED_FIFO`` at this priority where permitted (root), so that a change is applied
+            on time while the ranks keep every core busy; 0 (the default): unchanged.
+
+    ``applied`` holds ``(t, breakpoint)`` with ``t`` when ``apply`` returned and ``changes``
+    ``(begin_s, end_s, breakpoint)``, when ``apply`` was called and when it returned, on the
+    run's clock (seconds after the origin): on a loaded machine a ``tc`` call starts and
+    returns late (up to 0.25 s seen at 4 ranks on 2 cores), and a comparison with the trace
+    should use when the link changed, not when it was meant to (:meth:`link_changes`).
     """
 
     def __init__(
@@ -64,7 +88,11 @@ class TraceShaper:
         *,
         horizon_s: float = 24 * 3600.0,
         clock: Callable[[], float] = time.monotonic,
+        rt_priority: int = 0,
     ) -> None:
+        if rt_priority < 0:
+            raise ValueError(f"rt_priority must be >= 0, got {rt_priority!r}")
+        self._rt_priority = int(rt_priority)
         self.trace = trace
         self._apply = apply
         self._horizon_s = horizon_s
@@ -72,6 +100,7 @@ class TraceShaper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.applied: list[tuple[float, Breakpoint]] = []
+        self.changes: list[tuple[float, float, Breakpoint]] = []
         self.error: BaseException | None = None
 
     def start(self, t0_s: float | None = None, *, t0_file: Path | None = None) -> None:
@@ -82,6 +111,11 @@ class TraceShaper:
         self._thread.start()
 
     def _run(self, t0_s: float | None, t0_file: Path | None) -> None:
+        if self._rt_priority:
+            try:  # pid 0: this thread only; the tc processes it forks inherit the policy
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self._rt_priority))
+            except (OSError, ValueError) as exc:
+                log.warning("trace shaper: no real-time priority (%s); changes may be late", exc)
         if t0_s is None:
             if t0_file is None:
                 raise ValueError("give t0_s or t0_file")
@@ -95,11 +129,21 @@ class TraceShaper:
                 delay = t0_s + bp.at_s - self._clock()
                 if delay > 0 and self._stop.wait(delay):
                     return
+                begin = self._clock() - t0_s
                 self._apply(bp)
-                self.applied.append((self._clock() - t0_s, bp))
+                end = self._clock() - t0_s
+                self.applied.append((end, bp))
+                self.changes.append((begin, end, bp))
         except BaseException as exc:  # noqa: BLE001 - reported by stop()
             self.error = exc
             log.error("trace shaper stopped: %s", exc)
+
+    def link_changes(self) -> list[dict[str, float]]:
+        """The changes applied so far, for a run's ``meta.json``: per change the trace's time
+        (``at_s``), when the ``tc`` calls began and ended (``begin_s``, ``end_s``) on the run's
+        clock, and the new rate (``bandwidth_Bps``)."""
+        return [{"at_s": float(bp.at_s), "begin_s": float(b), "end_s": float(e),
+                 "bandwidth_Bps": float(bp.bandwidth_Bps)} for b, e, bp in list(self.changes)]
 
     def stop(self) -> None:
         """Stop following the trace (idempotent)."""

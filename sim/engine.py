@@ -457,10 +457,10 @@ def _use_monitor(cfg: SimConfig) -> bool:
     return reads_observations(cfg.policy, cfg.resolved_policy_params())
 
 
-def _make_monitor() -> Any:
-    from sim.control.monitor import LinkMonitor
+def _make_monitor(policy: Controller) -> Any:
+    from sim.control.monitor import monitor_for
 
-    return LinkMonitor()
+    return monitor_for(policy)
 
 
 def _build(
@@ -556,7 +556,7 @@ def simulate(
         stragglers = StragglerModel(
             cfg.workers, cfg.straggler_sigma, straggler_rng, speed_sigma=cfg.worker_speed_sigma
         )
-    monitor = _make_monitor() if _use_monitor(cfg) else None
+    monitor = _make_monitor(policy) if _use_monitor(cfg) else None
     grads = grad_norm_source(profile.name)
     observe = monitor.observe if monitor is not None else None
     cols: dict[str, list[Any]] = {

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from sim.collectives import AlphaBeta, collective_terms
 from sim.compress.base import Memory
 from sim.compress.spec import check_compatible
-from sim.control.monitor import LinkMonitor
+from sim.control.monitor import LinkMonitor, monitor_for
 from sim.control.owner import make_owner_rule
 from sim.control.types import Controller, Decision, Observation
 from sim.control.world import IterationMeasurement, first_observation, observation_after
@@ -51,7 +51,8 @@ class CompressionHookState:
         memory: error-feedback memory name (``residual``, ``dgc`` or ``none``).
         owner_rule: AR-Topk index owner, ``star`` (round robin) or ``var`` (largest EWMA norm).
         emulator: adds emulated network time after collectives; ``None`` for none.
-        monitor: the link estimator fed with every collective's terms and agreed duration.
+        monitor: the link estimator fed with every collective's terms and agreed duration
+            (``None``: the one the controller asks for, :func:`sim.control.monitor.monitor_for`).
         param_names: maps ``id(parameter)`` to its name, so compressor state is keyed by the
             bucket's contents (stable across DDP's bucket rebuild); bucket index otherwise.
         agree_each_step: agree the measurements across ranks after every iteration (the
@@ -135,7 +136,7 @@ class CompressionHookState:
             rank=self.rank,
             process_group=process_group,
             device=self.device,
-            monitor=monitor if monitor is not None else LinkMonitor(),
+            monitor=monitor if monitor is not None else monitor_for(controller),
             var_owner=var,
             each_step=self.agree_each_step,
         )

@@ -30,16 +30,19 @@ import math
 from collections import deque
 
 from .monitor_fit import (
+    _EXACT_SD,
+    _bounded_split,
     _consistent,
     _fit_rows,
     _newest_exact,
+    _newest_settled,
     _restart,
     _robust_start,
     fit_alpha_beta,
     fit_alpha_beta_lstsq,
 )
 from .monitor_kalman import KalmanLink
-from .monitor_split import identifiable, pinned_split
+from .monitor_split import RESIDUAL_ROWS, identifiable, pinned_split
 from .smoothing import EwmaFilter, MinFilter
 
 __all__ = [
@@ -51,6 +54,7 @@ __all__ = [
     "MinFilter",
     "LinkMonitor",
     "SMOOTHING_MODES",
+    "monitor_for",
 ]
 
 _log = logging.getLogger(__name__)
@@ -98,6 +102,10 @@ class LinkMonitor:
             than the reference's latencies lowers it (no collective beats its latencies).
             Latency changes after the reference was taken are then read as bandwidth (take
             a new reference, or none, on links whose latency moves).
+        residual_rows: rows whose least residual is the byte term of that split (default
+            :data:`~sim.control.monitor_split.RESIDUAL_ROWS`, at most ``window``): more rows see
+            through timing noise that delays most collectives (a loaded machine), at the price
+            of noticing a slower link that many rows late.
     """
 
     def __init__(
@@ -111,7 +119,11 @@ class LinkMonitor:
         prior_bandwidth_Bps: float | None = None,
         fit: str = "robust",
         latency_reference_s: float | None = None,
+        residual_rows: int = RESIDUAL_ROWS,
     ) -> None:
+        if isinstance(residual_rows, bool) or not 1 <= residual_rows <= window:
+            raise ValueError(f"residual_rows must be in [1, window], got {residual_rows!r}")
+        self.residual_rows = int(residual_rows)
         if fit not in FIT_MODES:
             raise ValueError(f"unknown fit {fit!r}; known: {', '.join(FIT_MODES)}")
         if window < 2:
@@ -164,6 +176,8 @@ class LinkMonitor:
         self._min_alpha = MinFilter(self._min_window)
         self._min_beta = MinFilter(self._min_window)
         self._kalman: KalmanLink | None = None
+        #: Whether the filter runs from an even split no rows resolved (:func:`_robust_start`).
+        self._guessed = False
         self.n_observations = 0
 
     def observe(self, n_alpha: float, n_bytes: float, seconds: float) -> None:
@@ -202,13 +216,22 @@ class LinkMonitor:
             # ever exact, so trusting exact windows would make its monitor differ from a real
             # hook's fed the same kind of reference.
             self._kalman = None
-            return pinned_split(rows, self._latency_ref)
+            return pinned_split(rows, self._latency_ref, self.residual_rows)
         if self.fit == "robust" and len(rows) >= 2:
             exact = _fit_rows(rows)
             if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
                 # The window is one link state, measured without error: the split is exact.
                 self._kalman = _restart(exact, rows)
+                self._guessed = False
                 return exact
+            settled = _newest_settled(rows)
+            if settled is not None and not self._agrees(settled):
+                # The newest rows split well despite a jittering latency, and the filter's
+                # split is not within their errors (it split jitter as if the link moved, or
+                # started from a split no row resolved): restart from theirs.
+                self._kalman = KalmanLink(settled[0], settled[1], rel_sd=_EXACT_SD)
+                self._guessed = False
+                return settled[0], settled[1]
         if self._kalman is not None and self._kalman.unresolved:
             # The filter's latency sits near zero, where its gain on latency vanishes: it would
             # read a rise of the latency as a collapse of bandwidth. The newest rows that one
@@ -216,13 +239,22 @@ class LinkMonitor:
             split = _newest_exact(rows)
             if split is not None:
                 self._kalman = _restart(split, rows)
+                self._guessed = False
                 return split
+        if self._kalman is not None and self._guessed:
+            # The filter started from an even split its rows could not resolve: where rows
+            # since bound the byte term below what it holds, take the bound.
+            bound = _bounded_split(rows)
+            if bound is not None and bound[1] < self._kalman.beta:
+                self._kalman = KalmanLink(bound[0], bound[1], rel_sd=1.0)
+                return bound
         if self._kalman is not None:
             return self._kalman.update(*rows[-1])
         if self.fit == "robust" and len(rows) >= 2:
             start = _robust_start(rows)
             if start is not None:
                 self._kalman = KalmanLink(start[0], start[1], rel_sd=start[2])
+                self._guessed = start[2] >= 1.0
                 return start[0], start[1]
         fit = _fit_rows(rows)
         if fit is not None:
@@ -248,7 +280,33 @@ class LinkMonitor:
         self._beta = seconds / n_bytes
         return None
 
+    def _agrees(self, settled: tuple[float, float, float]) -> bool:
+        """Whether the filter's split lies within two relative standard errors of a settled
+        split of the newest rows (both terms)."""
+        k = self._kalman
+        if k is None or self._guessed:
+            return False
+        tol = math.log1p(2.0 * settled[2])
+        return (abs(math.log(k.alpha_s / settled[0])) <= tol
+                and abs(math.log(k.beta / settled[1])) <= tol)
+
     def estimate(self) -> tuple[float | None, float | None]:
         """``(latency_s, bandwidth_Bps)``; either is ``None`` while it is not yet known."""
         bandwidth = None if self._beta is None or self._beta <= 0.0 else 1.0 / self._beta
         return self._alpha_s, bandwidth
+
+
+def monitor_for(controller: object) -> LinkMonitor:
+    """The link monitor a run gives ``controller``: the default one, unless the controller
+    asks for another smoothing (a ``monitor_smoothing`` attribute, one of
+    :data:`SMOOTHING_MODES`; empty or absent: the default) or another count of residual rows
+    (``monitor_residual_rows``; 0 or absent: the default). The simulator and the real-run hook
+    both build their monitor here, so a policy sees the same estimator in both worlds."""
+    kwargs: dict[str, object] = {}
+    smoothing = getattr(controller, "monitor_smoothing", "")
+    if smoothing:
+        kwargs["smoothing"] = str(smoothing)
+    rows = getattr(controller, "monitor_residual_rows", 0)
+    if rows:
+        kwargs["residual_rows"] = int(rows)
+    return LinkMonitor(**kwargs)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .monitor_kalman import RESOLUTION_SHARE, KalmanLink
-from .monitor_split import identifiable
+from .monitor_split import SPLIT_SINE, identifiable
 
 __all__ = ["fit_alpha_beta", "fit_alpha_beta_lstsq"]
 
@@ -33,6 +33,11 @@ _CONSISTENT_REL = 1e-6
 _EXACT_SD = 0.1
 #: Fewest newest rows whose exact split re-splits a latency the filter cannot resolve.
 _EXACT_ROWS = 3
+#: Fewest newest rows a settled split (:func:`_newest_settled`) is fitted on: two degrees of
+#: freedom left to measure the residual scatter it is judged by.
+_SETTLED_ROWS = 4
+#: Largest relative standard error of either term for a least-squares split to count as settled.
+_SETTLED_REL_SE = 0.05
 # Rows whose (n_alpha, n_bytes) directions differ by less than this (sine of the angle between
 # them, after scaling the columns) count as "the same shape": they cannot separate alpha from beta.
 _MIN_SINE = 1e-6
@@ -202,5 +207,99 @@ def _newest_exact(
             continue
         fit = _fit_rows(sub)
         if fit is not None and fit[0] > 0.0 and _consistent(sub, fit):
+            return fit
+    return None
+
+
+def _settled_fit(
+    rows: Sequence[tuple[float, float, float]],
+) -> tuple[float, float, float] | None:
+    """``(alpha_s, beta_s_per_byte, relative standard error)`` of the least-squares split of
+    ``rows`` when both terms are pinned to :data:`_SETTLED_REL_SE` (relative standard errors
+    from the fit's own residual scatter), else ``None``.
+
+    A window measured with a jittering latency (a WAN's ping moves a little from one
+    collective to the next) is never one link state to :data:`_CONSISTENT_REL`, yet shapes that
+    differ enough still split it well: the jitter shows as residual scatter and the standard
+    errors say how far it can move the split. Rows of nearly one shape, or a window that mixes
+    two link states, leave large errors and are not taken.
+    """
+    n = len(rows)
+    if n < _SETTLED_ROWS:
+        return None
+    s11 = s22 = s12 = r1 = r2 = 0.0
+    for a, b, t in rows:
+        s11 += a * a
+        s22 += b * b
+        s12 += a * b
+        r1 += a * t
+        r2 += b * t
+    det = s11 * s22 - s12 * s12
+    if not (s11 > 0.0 and s22 > 0.0) or det <= SPLIT_SINE * SPLIT_SINE * s11 * s22:
+        return None
+    alpha = (s22 * r1 - s12 * r2) / det
+    beta = (s11 * r2 - s12 * r1) / det
+    if not (alpha > 0.0 and beta > 0.0):
+        return None
+    rss = sum((t - a * alpha - b * beta) ** 2 for a, b, t in rows)
+    var = rss / (n - 2)
+    se_alpha = math.sqrt(var * s22 / det) / alpha
+    se_beta = math.sqrt(var * s11 / det) / beta
+    worst = max(se_alpha, se_beta)
+    if worst > _SETTLED_REL_SE:
+        return None
+    return alpha, beta, worst
+
+
+def _bounded_split(
+    rows: Sequence[tuple[float, float, float]],
+) -> tuple[float, float] | None:
+    """``(alpha_s, beta_s_per_byte)`` with the byte term at the most the rows allow, when their
+    shapes differ (a little) and their durations show no byte term above their scatter.
+
+    Rows whose byte terms vary yet whose durations do not vary with them beyond the fit's
+    residual scatter (a latency-bound collective under a jittering latency) bound the byte
+    term from above: ``beta`` is at most the least-squares estimate plus two standard errors.
+    The split puts the byte term at that bound and the rest of the mean row on latency: the
+    least bandwidth the data allow, where an even split of the duration would claim a byte term
+    the rows show is not there. ``None``: fewer than :data:`_SETTLED_ROWS` rows, rows of one
+    shape, or a bound that leaves latency no share.
+    """
+    n = len(rows)
+    if n < _SETTLED_ROWS:
+        return None
+    s11 = s22 = s12 = r1 = r2 = 0.0
+    for a, b, t in rows:
+        s11 += a * a
+        s22 += b * b
+        s12 += a * b
+        r1 += a * t
+        r2 += b * t
+    det = s11 * s22 - s12 * s12
+    if not (s11 > 0.0 and s22 > 0.0) or det <= _MIN_SINE * _MIN_SINE * s11 * s22:
+        return None
+    alpha = (s22 * r1 - s12 * r2) / det
+    beta = (s11 * r2 - s12 * r1) / det
+    rss = sum((t - a * alpha - b * beta) ** 2 for a, b, t in rows)
+    beta_hi = max(beta, 0.0) + 2.0 * math.sqrt(rss / (n - 2) * s11 / det)
+    a_mean = sum(r[0] for r in rows) / n
+    b_mean = sum(r[1] for r in rows) / n
+    t_mean = sum(r[2] for r in rows) / n
+    rest = t_mean - b_mean * beta_hi
+    if not (beta_hi > 0.0 and a_mean > 0.0 and rest > 0.0):
+        return None
+    return rest / a_mean, beta_hi
+
+
+def _newest_settled(
+    rows: Sequence[tuple[float, float, float]],
+) -> tuple[float, float, float] | None:
+    """:func:`_settled_fit` of the longest run of newest rows (at least :data:`_SETTLED_ROWS`)
+    that has one; ``None`` if none does (a link that moved within the window is split on the
+    rows since the move)."""
+    newest = list(rows)
+    for k in range(len(newest), _SETTLED_ROWS - 1, -1):
+        fit = _settled_fit(newest[-k:])
+        if fit is not None:
             return fit
     return None

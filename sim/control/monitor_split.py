@@ -50,18 +50,21 @@ def identifiable(rows: Sequence[tuple[float, float, float]]) -> bool:
 
 
 def pinned_split(
-    rows: Sequence[tuple[float, float, float]], alpha_s: float
+    rows: Sequence[tuple[float, float, float]], alpha_s: float, residual_rows: int = RESIDUAL_ROWS
 ) -> tuple[float, float] | None:
     """``(alpha_s, beta_s_per_byte)`` with latency pinned at ``alpha_s`` and the byte term the
-    least residual over the last :data:`RESIDUAL_ROWS` rows that carry bytes (each at least
-    :data:`RESOLUTION_REL` of its duration); ``None`` when no such row exists."""
+    least residual over the last ``residual_rows`` (default :data:`RESIDUAL_ROWS`) rows that
+    carry bytes (each at least :data:`RESOLUTION_REL` of its duration); ``None`` when no such
+    row exists."""
     if not alpha_s >= 0.0:
         raise ValueError(f"the latency reference must be >= 0, got {alpha_s!r}")
+    if residual_rows < 1:
+        raise ValueError(f"residual_rows must be >= 1, got {residual_rows!r}")
     betas: list[float] = []
     for a, b, t in reversed(rows):
         if b > 0.0 and t > 0.0:
             betas.append(max(t - a * alpha_s, RESOLUTION_REL * t) / b)
-            if len(betas) == RESIDUAL_ROWS:
+            if len(betas) == residual_rows:
                 break
     if not betas:
         return None

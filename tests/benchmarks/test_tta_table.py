@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import sys
 from pathlib import Path
@@ -335,3 +336,56 @@ def test_refixed_reuse_simulates_the_fixed_grid_again_and_keeps_the_oracle() -> 
     assert set(out.fixed) == set(tt.GRID) and out.fixed[1.0] != 123.0
     full = tt.run_scenario(tt.Scenario(trace, "lstm-ptb", 8, "c"), ["dense"])
     assert out.fixed == full.fixed
+
+
+def test_eighth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    tt = _module()
+    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4, tt.HELD_OUT_5,
+             tt.HELD_OUT_6, tt.HELD_OUT_7)
+    earlier = set(tt.BUNDLED).union(*older)
+    assert not set(tt.HELD_OUT_8) & earlier
+
+    def seeds(held: dict[str, str]) -> set[str]:
+        return {p.split(":")[-1] for t in held for p in t.split(",")
+                if p.split(":")[-1].startswith("seed=")}
+
+    assert seeds(tt.HELD_OUT_8) and not seeds(tt.HELD_OUT_8) & set().union(
+        *(seeds(h) for h in older))
+
+    def unseeded(t: str) -> str:
+        return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
+
+    assert not {unseeded(t) for t in tt.HELD_OUT_8} & {unseeded(t) for t in earlier}
+    files = [t for t in tt.HELD_OUT_8 if t.endswith(".csv")]
+    assert len(files) == 2 and all(Path(f).name.startswith("heldout8-") for f in files)
+
+
+def test_eighth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
+    mod = load_script("make_heldout8_traces", with_dir=True)
+    assert mod.main([str(tmp_path)]) == 0
+    for name in ("heldout8-car2-reversed-slow.csv", "heldout8-geo-relay.csv"):
+        assert (tmp_path / name).read_text() == (
+            _PATH.parents[1] / "benchmarks/data" / name).read_text()
+    # Reversed and slowed: the trace at time t is the source at (period - t / SLOWDOWN).
+    period, src = mod._read(mod.SOURCE)
+    lines = (tmp_path / "heldout8-car2-reversed-slow.csv").read_text().splitlines()
+    out = [tuple(float(x) for x in r.split(",")) for r in lines if r[:1].isdigit()]
+    assert len(out) == len(src) and out[0][0] == 0.0
+    for t, lat, bw in out[1:-1]:
+        mid = period - (t + 1e-6) / mod.SLOWDOWN
+        i = bisect.bisect_right([r[0] for r in src], mid) - 1
+        assert bw == pytest.approx(src[i][2] * mod.SCALE)
+        assert lat == mod.LATENCY_MS * 1e-3
+    # Relay paths: each step is two hops' latency sum and lesser bandwidth.
+    from traces.importers.skyplane import skyplane_pairs
+
+    pairs = skyplane_pairs(_PATH.parents[1] / "traces/data/skyplane", rtt="min")
+    text = (tmp_path / "heldout8-geo-relay.csv").read_text()
+    paths = [p.split(">") for p in text.split("make_heldout8_traces.py: ")[1].splitlines()[0]
+             .split("; ")]
+    steps = [r.split(",") for r in text.splitlines() if r[:1].isdigit()]
+    assert len(paths) == len(steps) == mod.PATHS
+    for (a, b, c), (_, lat, bw) in zip(paths, steps, strict=True):
+        assert len({a, b, c}) == 3
+        assert float(lat) == pytest.approx(pairs[(a, b)][0] + pairs[(b, c)][0])
+        assert float(bw) == min(pairs[(a, b)][1], pairs[(b, c)][1])

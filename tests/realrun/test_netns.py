@@ -209,3 +209,29 @@ def test_the_rank_namespaces_take_the_congestion_controller_asked_for() -> None:
             pass
     assert not {lab.hub, lab.ns(0), lab.ns(1)} & set(
         subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+
+
+def test_a_stepped_netns_run_records_when_the_links_changed(tmp_path: Path) -> None:
+    """``meta.json`` holds each change the shaper applied: its trace time, when its ``tc``
+    calls began and ended on the run's clock (never before the trace time) and the rate."""
+    from realrun.config import RealConfig
+    from realrun.launcher import launch
+    from sim.rundir import read_run
+
+    cfg = RealConfig(workload="digits-mlp", steps=40, emulation="netns", eval_every=40,
+                     trace="steps:dur_s=0.2/0.2,lat_ms=1/1,bw_mbps=16/8,loop=true")
+    out = launch(cfg, tmp_path / "r")
+    assert out is not None
+    rec, meta = read_run(out)
+    changes = meta["link_changes"]
+    assert len(changes) >= 2
+    assert [c["at_s"] for c in changes] == pytest.approx(
+        [0.2 * (k + 1) for k in range(len(changes))])
+    assert [c["bandwidth_Bps"] for c in changes[:2]] == pytest.approx([1e6, 2e6])
+    for c in changes:
+        assert c["at_s"] <= c["begin_s"] <= c["end_s"]
+    # a constant trace has none to record
+    const = RealConfig(workload="digits-mlp", steps=4, emulation="netns", eval_every=4,
+                       trace="const:lat_ms=1,bw_mbps=16")
+    out = launch(const, tmp_path / "c")
+    assert out is not None and "link_changes" not in read_run(out)[1]

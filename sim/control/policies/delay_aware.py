@@ -13,7 +13,7 @@ density as the sending rate:
   like BBR's minimum RTT, so a lasting change becomes the new base).
 * ``dc2-pi``    -- a proportional-integral controller on log-density towards a target delay,
   on the log of delay / target
-  (PIE's rule, in velocity form, with anti-windup by clipping).
+  (PIE's rule, in velocity form, with anti-windup by clipping): :mod:`.delay_pi`.
 
 The target delay is ``target_s`` when given, else ``target_compute_ratio`` times the measured
 compute time (communication that takes half the compute time can mostly hide behind it). Each
@@ -32,16 +32,14 @@ is reclaimed as fast as a degraded one is given up.
 
 from __future__ import annotations
 
-import math
-
 from ..registry import register_policy
 from ..selector import collective_time_s
 from ..smoothing import MinFilter
 from ..types import Observation
 from .delay_target import InformedStart, reachable_target_s
-from .density_base import DensityPolicy, GatedDensityPolicy
+from .density_base import GatedDensityPolicy
 
-__all__ = ["DelayAimdPolicy", "DelayVegasPolicy", "DelayPiPolicy", "target_delay_s"]
+__all__ = ["DelayAimdPolicy", "DelayVegasPolicy", "target_delay_s"]
 
 
 def target_delay_s(obs: Observation, target_s: float | None, ratio: float) -> float | None:
@@ -226,123 +224,3 @@ class DelayVegasPolicy(GatedDensityPolicy):
         return self._gated(
             want, down=self.density / self.step_factor, up=self.density * self.step_factor
         )
-
-
-@register_policy(
-    "dc2-pi",
-    "DC2-style: PI controller (PIE-like) on log-density towards a target comm delay.",
-)
-class DelayPiPolicy(InformedStart, DensityPolicy):
-    """PIE-like proportional-integral control of ``u = ln(density)``.
-
-    With the log error ``e = ln(delay / target)`` (zero while the delay is within ``deadband``
-    of the target, relative), each current observation moves ``u`` by
-    ``-(ki * e + kp * (e - e_prev))``, at most ``max_step`` (natural-log units) per step; ``u`` is
-    clipped to the density bounds (anti-windup). A log error suits the plant: the delay grows at
-    most in proportion to the density, so ``d e / d u`` lies in [0, 1] and the gains below keep
-    the loop stable whether latency or bandwidth dominates. The
-    emitted density changes only when it differs from the one in force by more than
-    ``hysteresis`` (relative), so small corrections do not cause a new decision every step.
-
-    With ``smoothing`` > 0 the loop acts on an exponentially weighted average of the log error
-    (weight ``smoothing`` on the past, ``1 - smoothing`` on the new observation) instead of the
-    last one: per-iteration noise of the measured delay (about 0.1 in log units on a shared
-    machine) then stays inside the dead band and the density settles at a fixed point instead
-    of wandering with the noise. A log error more than ``jump`` away from the average (a step of
-    the link, not noise) restarts the average there, so the response to a real change is not
-    delayed. ``smoothing=0`` (the default) is the unsmoothed controller, decision for decision.
-    """
-
-    def __init__(
-        self,
-        *,
-        target_s: float | None = None,
-        target_compute_ratio: float = 0.5,
-        kp: float = 0.2,
-        ki: float = 0.3,
-        deadband: float = 0.05,
-        max_step: float = 1.0,
-        hysteresis: float = 0.15,
-        min_density: float = 0.001,
-        max_density: float = 1.0,
-        initial_density: float | None = None,
-        reach_margin: float = 0.2,
-        smoothing: float = 0.0,
-        jump: float = 0.5,
-        compressor: str = "topk",
-        collective: str = "auto",
-    ) -> None:
-        _check_target(target_s, target_compute_ratio)
-        _check_margin(reach_margin)
-        if not (0.0 <= smoothing < 1.0):
-            raise ValueError(f"smoothing must be in [0, 1), got {smoothing!r}")
-        if not jump > 0.0:
-            raise ValueError(f"jump must be > 0, got {jump!r}")
-        if kp < 0.0 or ki <= 0.0:
-            raise ValueError(f"need kp >= 0 and ki > 0, got kp={kp!r}, ki={ki!r}")
-        if not (0.0 <= deadband < 1.0):
-            raise ValueError(f"deadband must be in [0, 1), got {deadband!r}")
-        if not max_step > 0.0:
-            raise ValueError(f"max_step must be > 0, got {max_step!r}")
-        if hysteresis < 0.0:
-            raise ValueError(f"hysteresis must be >= 0, got {hysteresis!r}")
-        self.target_s = target_s
-        self.ratio = float(target_compute_ratio)
-        self.kp, self.ki = float(kp), float(ki)
-        self.deadband = float(deadband)
-        self.max_step = float(max_step)
-        self.hysteresis = float(hysteresis)
-        self.reach_margin = float(reach_margin)
-        self.smoothing = float(smoothing)
-        self.jump = float(jump)
-        self._auto_start = initial_density is None
-        super().__init__(
-            min_density=min_density,
-            max_density=max_density,
-            initial_density=initial_density,
-            compressor=compressor,
-            collective=collective,
-        )
-
-    def _reset_state(self) -> None:
-        self._u = math.log(self.density)
-        self._e_prev = 0.0
-        self._e_avg: float | None = None
-        self._reset_start(self._auto_start)
-
-    def _smoothed(self, e: float) -> float:
-        """The log error the loop acts on: ``e`` itself, or its running average."""
-        if self.smoothing == 0.0:
-            return e
-        if self._e_avg is None or abs(e - self._e_avg) > self.jump:
-            self._e_avg = e
-        else:
-            self._e_avg = self.smoothing * self._e_avg + (1.0 - self.smoothing) * e
-        return self._e_avg
-
-    def _next_density(self, obs: Observation, current: bool) -> float:
-        target = target_delay_s(obs, self.target_s, self.ratio)
-        if not current or target is None or obs.comm_s is None:
-            return self.density
-        if obs.comm_s <= 0.0:
-            return self.density
-        target = reachable_target_s(target, self._builder, obs, self.min_density,
-                                    self.reach_margin)
-        assert target is not None
-        start = self._informed_start(obs, target)
-        if start is not None:
-            self._u = math.log(start)
-            self._e_prev = 0.0
-            self._e_avg = None
-            return start
-        e = self._smoothed(math.log(obs.comm_s / target))
-        if abs(e) < math.log1p(self.deadband):
-            e = 0.0
-        du = -(self.ki * e + self.kp * (e - self._e_prev))
-        self._e_prev = e
-        du = max(-self.max_step, min(self.max_step, du))
-        self._u = max(math.log(self.min_density), min(math.log(self.max_density), self._u + du))
-        proposed = math.exp(self._u)
-        if abs(proposed - self.density) > self.hysteresis * self.density:
-            return proposed
-        return self.density

@@ -83,6 +83,17 @@ With ``calibration`` it plans under an alternative calibration (:class:`UsesReca
 ``real2``: fitted on real 2-rank runs that switch density, docs/convergence.md).
 The controller reads nothing but its observations: it runs unchanged in real runs.
 
+With ``monitor_smoothing`` (default empty: the monitor's own, an EWMA) it asks the run for a
+link monitor with that smoothing (:func:`sim.control.monitor.monitor_for`; same in both worlds).
+``none`` is for monitors split at a latency reference (real runs with latency pings): the
+pinned split already takes the least residual of the last few collectives, and an EWMA of the
+seconds per byte on top of it averages the inverse bandwidth, which the rows' one-sided,
+heavy-tailed timing noise dominates (a late row of a few milliseconds over a 64 us byte term
+is a 50x slower link for that row; docs/benchmarks/controllers.md). ``monitor_residual_rows``
+(0: the monitor's default, 3) is how many of the last collectives that split reads its least
+residual from: when timing noise delays most collectives (a loaded machine), more rows find a
+clean one, at the price of seeing a slower link that many collectives late.
+
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
 :mod:`.mpc_pricing` (a whole grid at once for a plan: :mod:`.mpc_price_grid`), plan scoring,
 probing and the re-plan band :mod:`.mpc_plan` (mixins sharing this controller's state); the
@@ -99,6 +110,7 @@ from typing import Any
 from sim.compress.spec import get_spec
 
 from ..decision_builder import AUTO, parse_densities
+from ..monitor import SMOOTHING_MODES
 from ..progress import ProgressState, UsesRecalibratedModel
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED
@@ -149,8 +161,21 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         compressor: str = "topk",
         collective: str = "auto",
         calibration: str = "",
+        monitor_smoothing: str = "",
+        monitor_residual_rows: int = 0,
     ) -> None:
         grid = list(parse_densities(densities))
+        if monitor_smoothing and monitor_smoothing not in SMOOTHING_MODES:
+            raise ValueError(f"unknown monitor_smoothing {monitor_smoothing!r}; known: "
+                             f"{', '.join(SMOOTHING_MODES)}")
+        #: The link monitor's smoothing this controller asks the run for (empty: the
+        #: monitor's default; :func:`sim.control.monitor.monitor_for`).
+        self.monitor_smoothing = monitor_smoothing
+        if isinstance(monitor_residual_rows, bool) or not 0 <= monitor_residual_rows <= 8:
+            raise ValueError("monitor_residual_rows must be 0 (the monitor's default) to 8, got "
+                             f"{monitor_residual_rows!r}")
+        #: Rows whose least residual the monitor's pinned split reads (0: its default).
+        self.monitor_residual_rows = int(monitor_residual_rows)
         self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")
