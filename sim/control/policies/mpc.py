@@ -31,68 +31,11 @@ the decisions run over it (an EWMA of its log whose steps are bounded, so single
 barely move it), and each bucket goes over the collective with the
 least corrected time (a real collective may run slower than its model).
 
-It re-plans early when the latency or bandwidth estimate moves by ``replan_change`` (relative)
-since the last plan, in each of the last ``replan_persist`` observations while it holds the
-grid's least density (1, the default: a move in the latest one; more: only a persistent move, so
-that noisy estimates of a tiny payload's byte term in a real run, where a plan costs
-milliseconds on the critical path, do not re-plan every step; above the least density any move
-re-plans at once, since a slower link costs every step it is not reacted to), or when the
-bandwidth forecast accepts a new level shift: once a new bandwidth level has held for
-``regime_steps`` observations, the forecast describes it alone (level, trend, spread and median
-since the shift), so after a step of the link the plan no longer hedges towards the link before
-it (:class:`LinkForecast`; ``regime_steps=0`` turns this off).
-
-With ``replan_band`` (off by default) a move counts only when the estimate also leaves the last
-plan's forecast band (the range of latency and bandwidth over the scenarios it priced): a move
-inside it was hedged for. On a real run's noisy estimates of a small payload this halves the
-plans (each a millisecond or more on the critical path); a real step of the link leaves it.
-
-Each bucket's collective is hedged against one mis-split estimate (``collective_regret``; 0
-turns it off): the cheapest collective on the latest estimate is used unless, on one of the three
-estimates before it, it is more than ``collective_regret`` times slower than that estimate's
-cheapest; then each bucket goes over the collective whose worst ratio to the cheapest over the
-four is least. At 1,024 workers a collective chosen on one wrong latency/bandwidth split (an
-iteration spanning several link changes) costs 10-100x; a link that really moved moves the next
-estimates too, and the choice follows once they agree. An earlier estimate counts until two
-measurements since are 3x off its prediction (a mis-split leaves the earlier estimates
-explaining them, a real move does not: ``MpcPricing._note_link``). The hedge also prices the
-latency the history shows the next iteration may meet: the latest estimate plus ``spread``
-times the spread of the latency's move over one iteration (:class:`LatencyDiffusion`: the rate
-of the squared moves of the estimate per second of run, over the last ``history``
-observations); a latency resting at zero shows no risk in the last estimates, yet one that
-walked can only rise, and a ring over 1,024 workers pays 2,046 latencies per bucket.
-
-A collective never run yet gets half the mean log correction of those that were (a correction
-absorbs both what every collective shares -- per-call overhead, timing noise, the monitor's
-latency/bandwidth split -- and what is specific to the one measured), so noisy measurements of
-the collective in use do not make an untried one look cheap by the whole factor.
-
-Probing (``probe_every`` > 0): the monitor cannot split latency from bandwidth while every
-collective has the same shape (one density held, one bucket), and small payloads carry a byte
-term too small to see; predictions for other densities are then guesses. When the last
-``probe_every`` observations ran densities within a factor 3 of each other and a plan under a
-``probe_factor`` times faster link would pick a denser density (else, under a ``probe_factor``
-times slower one, a sparser density), the step after the plan runs that density once (bounded
-exploration); the plan itself is unchanged.
-
-``delta`` is what is left to ``target_progress`` when one is set, else ``horizon_progress`` (a
-rolling target). The gain of a density other than the one in force is the model's gain scaled by
-the ratio of the measured gain (``Observation.gain``) to the model's gain at the density in force,
-so a real run's measured gains calibrate the model online. Between re-plans the density holds.
-With ``calibration`` it plans under an alternative calibration (:class:`UsesRecalibratedModel`;
-``real2``: fitted on real 2-rank runs that switch density, docs/convergence.md).
-The controller reads nothing but its observations: it runs unchanged in real runs.
-
-With ``monitor_smoothing`` (default empty: the monitor's own, an EWMA) it asks the run for a
-link monitor with that smoothing (:func:`sim.control.monitor.monitor_for`; same in both worlds).
-``none`` is for monitors split at a latency reference (real runs with latency pings): the
-pinned split already takes the least residual of the last few collectives, and an EWMA of the
-seconds per byte on top of it averages the inverse bandwidth, which the rows' one-sided,
-heavy-tailed timing noise dominates (a late row of a few milliseconds over a 64 us byte term
-is a 50x slower link for that row; docs/benchmarks/controllers.md). ``monitor_residual_rows``
-(0: the monitor's default, 3) is how many of the last collectives that split reads its least
-residual from: when timing noise delays most collectives (a loaded machine), more rows find a
-clean one, at the price of seeing a slower link that many collectives late.
+Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``regime_steps``), the
+per-bucket collective hedge (``collective_regret``, ``spread``), probing (``probe_every``), the
+online gain calibration, ``calibration`` and the monitor options (``monitor_smoothing``,
+``monitor_residual_rows``) are described in docs/controllers.md (MPC, "mpc's options in
+detail"). The controller reads nothing but its observations: it runs unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
 :mod:`.mpc_pricing` (a whole grid at once for a plan: :mod:`.mpc_price_grid`), plan scoring,
