@@ -72,6 +72,25 @@ def _fit_rows(rows: Sequence[tuple[float, float, float]]) -> tuple[float, float]
         return None
     if len(rows) == 2:
         return _solve_two(rows[0], rows[1])
+    fit = _normal_equations(rows, _MIN_SINE)
+    if fit is None:
+        return None
+    alpha, beta, *_ = fit
+    if alpha >= 0.0 and beta > 0.0:
+        return alpha, beta
+    return _clip_to_nonnegative(alpha, beta, [r[1] for r in rows], [r[2] for r in rows])
+
+
+def _normal_equations(
+    rows: Sequence[tuple[float, float, float]], min_sine: float
+) -> tuple[float, float, float, float, float] | None:
+    """Least squares of ``t = a * alpha + b * beta`` over ``(a, b, t)`` rows by the normal
+    equations: ``(alpha, beta, s11, s22, det)``, or ``None`` when a column is all zero or the
+    two are within ``min_sine`` of parallel.
+
+    ``det / (s11 s22)`` is the squared sine of the angle between the two columns: independent of
+    the units (bytes ~1e8, alphas ~10), so no column scaling is needed for the rank test.
+    """
     s11 = s22 = s12 = r1 = r2 = 0.0
     for a, b, t in rows:
         s11 += a * a
@@ -79,18 +98,12 @@ def _fit_rows(rows: Sequence[tuple[float, float, float]]) -> tuple[float, float]
         s12 += a * b
         r1 += a * t
         r2 += b * t
-    if s11 == 0.0 or s22 == 0.0:
+    if not (s11 > 0.0 and s22 > 0.0):
         return None
     det = s11 * s22 - s12 * s12
-    # det / (s11 s22) is the squared sine of the angle between the two columns: independent of
-    # the units (bytes ~1e8, alphas ~10), so no column scaling is needed for the rank test.
-    if det <= _MIN_SINE * _MIN_SINE * s11 * s22:
+    if det <= min_sine * min_sine * s11 * s22:
         return None
-    alpha = (s22 * r1 - s12 * r2) / det
-    beta = (s11 * r2 - s12 * r1) / det
-    if alpha >= 0.0 and beta > 0.0:
-        return alpha, beta
-    return _clip_to_nonnegative(alpha, beta, [r[1] for r in rows], [r[2] for r in rows])
+    return (s22 * r1 - s12 * r2) / det, (s11 * r2 - s12 * r1) / det, s11, s22, det
 
 
 def _solve_two(
@@ -225,20 +238,10 @@ def _settled_fit(
     two link states, leave large errors and are not taken.
     """
     n = len(rows)
-    if n < _SETTLED_ROWS:
+    fit = _normal_equations(rows, SPLIT_SINE) if n >= _SETTLED_ROWS else None
+    if fit is None:
         return None
-    s11 = s22 = s12 = r1 = r2 = 0.0
-    for a, b, t in rows:
-        s11 += a * a
-        s22 += b * b
-        s12 += a * b
-        r1 += a * t
-        r2 += b * t
-    det = s11 * s22 - s12 * s12
-    if not (s11 > 0.0 and s22 > 0.0) or det <= SPLIT_SINE * SPLIT_SINE * s11 * s22:
-        return None
-    alpha = (s22 * r1 - s12 * r2) / det
-    beta = (s11 * r2 - s12 * r1) / det
+    alpha, beta, s11, s22, det = fit
     if not (alpha > 0.0 and beta > 0.0):
         return None
     rss = sum((t - a * alpha - b * beta) ** 2 for a, b, t in rows)
@@ -266,20 +269,10 @@ def _bounded_split(
     shape, or a bound that leaves latency no share.
     """
     n = len(rows)
-    if n < _SETTLED_ROWS:
+    fit = _normal_equations(rows, _MIN_SINE) if n >= _SETTLED_ROWS else None
+    if fit is None:
         return None
-    s11 = s22 = s12 = r1 = r2 = 0.0
-    for a, b, t in rows:
-        s11 += a * a
-        s22 += b * b
-        s12 += a * b
-        r1 += a * t
-        r2 += b * t
-    det = s11 * s22 - s12 * s12
-    if not (s11 > 0.0 and s22 > 0.0) or det <= _MIN_SINE * _MIN_SINE * s11 * s22:
-        return None
-    alpha = (s22 * r1 - s12 * r2) / det
-    beta = (s11 * r2 - s12 * r1) / det
+    alpha, beta, s11, _, det = fit
     rss = sum((t - a * alpha - b * beta) ** 2 for a, b, t in rows)
     beta_hi = max(beta, 0.0) + 2.0 * math.sqrt(rss / (n - 2) * s11 / det)
     a_mean = sum(r[0] for r in rows) / n
