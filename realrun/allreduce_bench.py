@@ -162,9 +162,8 @@ def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeo
     ``rounds``); the median time per size, op after op, and the median idle before a call."""
     import contextlib
 
-    from .affinity import available_cores, core_for, pin_to
+    from .affinity import available_cores
     from .launcher import free_port
-    from .rtsched import fifo_at
 
     with contextlib.ExitStack() as st:
         prefixes: list[list[str]] = [[] for _ in range(n)]
@@ -193,12 +192,7 @@ def _measure_one(n: int, sizes: list[int], counts: list[int], warmup: int, timeo
                    "--warmup", str(warmup), "--ops", ",".join(ops), "--rounds", str(rounds)]
             if r == 0:
                 cmd += ["--out", str(result)]
-            pin = pin_to(core_for(r, cores)) if cores else None
-            if rt_priority:
-                pin = fifo_at(rt_priority, then=pin)
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE, start_new_session=True,
-                                          preexec_fn=pin))
+            procs.append(start_rank(cmd, env, r, cores, rt_priority))
         _wait_all(procs, timeout_s)
         got = json.loads(result.read_text())
     return [float(t) for t in got["times_s"]], [float(g) for g in got["idle_s"]]
@@ -213,6 +207,20 @@ def iters_for(ranks: int, size_bytes: int, iters: int, bandwidth_Bps: float | No
         return iters
     est_s = 2.0 * (ranks - 1) / ranks * size_bytes / bandwidth_Bps + 2.0 * (ranks - 1) * 2e-4
     return max(iters, min(most, math.ceil(budget_s / est_s)))
+
+
+def start_rank(cmd: list[str], env: dict[str, str], rank: int, cores: list[int],
+               rt_priority: int) -> subprocess.Popen[bytes]:
+    """Start one benchmark rank in its own session, stderr kept: pinned to its core when
+    ``cores`` is given, under SCHED_FIFO at ``rt_priority`` when it is not 0."""
+    from .affinity import core_for, pin_to
+    from .rtsched import fifo_at
+
+    pin = pin_to(core_for(rank, cores)) if cores else None
+    if rt_priority:
+        pin = fifo_at(rt_priority, then=pin)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True, preexec_fn=pin)
 
 
 def _wait_all(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:

@@ -25,7 +25,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -188,11 +187,10 @@ def _run(n: int, plan: list[dict[str, Any]], rounds: int, rt_priority: int, pin_
          congestion_control: str | None) -> list[list[list[dict[str, Any]]]]:
     """Start ``n`` ranks in one netns lab, run ``plan`` ``rounds`` times; rank 0's results:
     per round, per phase, per size, the calls and the idle before them."""
-    from .affinity import available_cores, core_for, pin_to
-    from .allreduce_bench import _wait_all
+    from .affinity import available_cores
+    from .allreduce_bench import _wait_all, start_rank
     from .launcher import free_port
     from .netns import NetnsLab
-    from .rtsched import fifo_at
 
     with contextlib.ExitStack() as st:
         tmp = Path(st.enter_context(tempfile.TemporaryDirectory(prefix="compctl-inter-")))
@@ -209,12 +207,7 @@ def _run(n: int, plan: list[dict[str, Any]], rounds: int, rt_priority: int, pin_
                    "--plan", str(tmp / "plan.json"), "--rounds", str(rounds)]
             if r == 0:
                 cmd += ["--out", str(tmp / "out.json")]
-            pin = pin_to(core_for(r, cores)) if cores else None
-            if rt_priority:
-                pin = fifo_at(rt_priority, then=pin)
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE, start_new_session=True,
-                                          preexec_fn=pin))
+            procs.append(start_rank(cmd, env, r, cores, rt_priority))
         _wait_all(procs, _timeout_s(n, plan, rounds))
         result: list[list[list[dict[str, Any]]]] = json.loads((tmp / "out.json").read_text())
     return result
