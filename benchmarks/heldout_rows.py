@@ -1,12 +1,14 @@
 """Rows of the imported held-out trace files, for the scripts that combine them into new sets.
 
-``make_heldout6_traces.py`` and ``make_heldout7_traces.py`` read two imported traces from
-``benchmarks/data`` each and sample them on a common time axis; both read and sample the same way.
+``make_heldout6_traces.py`` .. ``make_heldout8_traces.py`` read imported traces from
+``benchmarks/data`` and sample them on a common time axis (all read and sample the same way),
+then write their two files the same way (:func:`write_traces`).
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from pathlib import Path
 
 #: where the held-out trace files live
@@ -31,3 +33,12 @@ def state_at(period: float, rows: list[Row], t: float) -> tuple[float, float]:
     """``(latency, bandwidth)`` of a looping piecewise-constant trace at time ``t``."""
     i = bisect.bisect_right([r[0] for r in rows], t % period) - 1
     return rows[max(i, 0)][1], rows[max(i, 0)][2]
+
+
+def write_traces(argv: list[str], files: dict[str, Callable[[], list[str]]]) -> int:
+    """Write each ``name: lines()`` of ``files`` into the folder ``argv[0]`` (default
+    :data:`DATA_DIR`), one line per row; the scripts' ``main``."""
+    out = Path(argv[0]) if argv else DATA_DIR
+    for name, lines in files.items():
+        (out / name).write_text("\n".join(lines()) + "\n")
+    return 0

@@ -27,11 +27,11 @@ from pathlib import Path
 
 from heldout_rows import read_rows as _read
 from heldout_rows import state_at as _at
+from heldout_rows import write_traces
 
 from traces.importers.skyplane import skyplane_pairs
 
 _ROOT = Path(__file__).resolve().parent.parent
-_DATA = _ROOT / "benchmarks" / "data"
 SEED = 9805
 GROUP_REGIONS = 3
 HOLD_S = 20.0
@@ -104,11 +104,8 @@ def geo_mesh_lines() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    out = Path(args[0]) if args else _DATA
-    (out / "heldout6-series-fcc-metro.csv").write_text("\n".join(series_lines()) + "\n")
-    (out / "heldout6-geo-standard-mesh.csv").write_text("\n".join(geo_mesh_lines()) + "\n")
-    return 0
+    return write_traces(sys.argv[1:] if argv is None else argv,
+                        {"heldout6-series-fcc-metro.csv": series_lines, "heldout6-geo-standard-mesh.csv": geo_mesh_lines})
 
 
 if __name__ == "__main__":

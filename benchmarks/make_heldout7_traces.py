@@ -26,11 +26,11 @@ from pathlib import Path
 
 from heldout_rows import read_rows as _read
 from heldout_rows import state_at as _at
+from heldout_rows import write_traces
 
 from traces.importers.skyplane import skyplane_pairs
 
 _ROOT = Path(__file__).resolve().parent.parent
-_DATA = _ROOT / "benchmarks" / "data"
 _SKYPLANE = _ROOT / "traces" / "data" / "skyplane"
 SEED = 9905
 SPEEDUP = 4.0
@@ -118,11 +118,8 @@ def geo_jitter_lines() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    out = Path(args[0]) if args else _DATA
-    (out / "heldout7-parallel-ferry-car-fast.csv").write_text("\n".join(parallel_lines()) + "\n")
-    (out / "heldout7-geo-jitter.csv").write_text("\n".join(geo_jitter_lines()) + "\n")
-    return 0
+    return write_traces(sys.argv[1:] if argv is None else argv,
+                        {"heldout7-parallel-ferry-car-fast.csv": parallel_lines, "heldout7-geo-jitter.csv": geo_jitter_lines})
 
 
 if __name__ == "__main__":

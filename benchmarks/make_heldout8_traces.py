@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 
 from heldout_rows import read_rows as _read
+from heldout_rows import write_traces
 
 from traces.importers.skyplane import skyplane_pairs
 
 _ROOT = Path(__file__).resolve().parent.parent
-_DATA = _ROOT / "benchmarks" / "data"
 _SKYPLANE = _ROOT / "traces" / "data" / "skyplane"
 SEED = 9955
 SOURCE = "heldout4-norway-car-2-x300.csv"
@@ -84,11 +84,8 @@ def relay_lines() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    out = Path(args[0]) if args else _DATA
-    (out / "heldout8-car2-reversed-slow.csv").write_text("\n".join(reversed_lines()) + "\n")
-    (out / "heldout8-geo-relay.csv").write_text("\n".join(relay_lines()) + "\n")
-    return 0
+    return write_traces(sys.argv[1:] if argv is None else argv,
+                        {"heldout8-car2-reversed-slow.csv": reversed_lines, "heldout8-geo-relay.csv": relay_lines})
 
 
 if __name__ == "__main__":

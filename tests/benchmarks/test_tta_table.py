@@ -109,25 +109,33 @@ def test_fourth_held_out_geo_pairs_file_is_what_its_script_writes(tmp_path: Path
                                ).read_text()
 
 
-def test_fifth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+def _assert_a_new_set(n: int) -> list[str]:
+    """The ``n``-th held-out set shares no trace, generator seed, generator setting (all but the
+    seed) or file with the bundled set and the sets before it; its two files are named for it.
+    Returns those files."""
     tt = _module()
-    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4)
+    held = getattr(tt, f"HELD_OUT_{n}")
+    older = [tt.HELD_OUT] + [getattr(tt, f"HELD_OUT_{k}") for k in range(2, n)]
     earlier = set(tt.BUNDLED).union(*older)
-    assert not set(tt.HELD_OUT_5) & earlier
+    assert not set(held) & earlier
 
-    def seeds(held: dict[str, str]) -> set[str]:
-        return {p.split(":")[-1] for t in held for p in t.split(",")
+    def seeds(h: dict[str, str]) -> set[str]:
+        return {p.split(":")[-1] for t in h for p in t.split(",")
                 if p.split(":")[-1].startswith("seed=")}
 
-    assert seeds(tt.HELD_OUT_5) and not seeds(tt.HELD_OUT_5) & set().union(
-        *(seeds(h) for h in older))
-    # Generator specs differ from every earlier one in more than the seed.
+    assert seeds(held) and not seeds(held) & set().union(*(seeds(h) for h in older))
+
     def unseeded(t: str) -> str:
         return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
 
-    assert not {unseeded(t) for t in tt.HELD_OUT_5} & {unseeded(t) for t in earlier}
-    files = [t for t in tt.HELD_OUT_5 if t.endswith(".csv")]
-    assert len(files) == 2 and all(Path(f).name.startswith("heldout5-") for f in files)
+    assert not {unseeded(t) for t in held} & {unseeded(t) for t in earlier}
+    files = [t for t in held if t.endswith(".csv")]
+    assert len(files) == 2 and all(Path(f).name.startswith(f"heldout{n}-") for f in files)
+    return files
+
+
+def test_fifth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    _assert_a_new_set(5)
 
 
 def test_fifth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
@@ -218,24 +226,7 @@ def test_checkpoint_keeps_finished_cells_and_resumes_without_rerunning(tmp_path:
 
 
 def test_sixth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
-    tt = _module()
-    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4, tt.HELD_OUT_5)
-    earlier = set(tt.BUNDLED).union(*older)
-    assert not set(tt.HELD_OUT_6) & earlier
-
-    def seeds(held: dict[str, str]) -> set[str]:
-        return {p.split(":")[-1] for t in held for p in t.split(",")
-                if p.split(":")[-1].startswith("seed=")}
-
-    assert seeds(tt.HELD_OUT_6) and not seeds(tt.HELD_OUT_6) & set().union(
-        *(seeds(h) for h in older))
-
-    def unseeded(t: str) -> str:
-        return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
-
-    assert not {unseeded(t) for t in tt.HELD_OUT_6} & {unseeded(t) for t in earlier}
-    files = [t for t in tt.HELD_OUT_6 if t.endswith(".csv")]
-    assert len(files) == 2 and all(Path(f).name.startswith("heldout6-") for f in files)
+    files = _assert_a_new_set(6)
     for f in files:
         text = (_PATH.parents[1] / f).read_text()
         assert "# source:" in text and "time_s,latency_s,bandwidth_Bps" in text
@@ -280,25 +271,7 @@ def test_an_oracle_only_first_pass_writes_its_scenarios_without_a_summary(
 
 
 def test_seventh_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
-    tt = _module()
-    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4, tt.HELD_OUT_5,
-             tt.HELD_OUT_6)
-    earlier = set(tt.BUNDLED).union(*older)
-    assert not set(tt.HELD_OUT_7) & earlier
-
-    def seeds(held: dict[str, str]) -> set[str]:
-        return {p.split(":")[-1] for t in held for p in t.split(",")
-                if p.split(":")[-1].startswith("seed=")}
-
-    assert seeds(tt.HELD_OUT_7) and not seeds(tt.HELD_OUT_7) & set().union(
-        *(seeds(h) for h in older))
-
-    def unseeded(t: str) -> str:
-        return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
-
-    assert not {unseeded(t) for t in tt.HELD_OUT_7} & {unseeded(t) for t in earlier}
-    files = [t for t in tt.HELD_OUT_7 if t.endswith(".csv")]
-    assert len(files) == 2 and all(Path(f).name.startswith("heldout7-") for f in files)
+    _assert_a_new_set(7)
 
 
 def test_seventh_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
@@ -339,25 +312,7 @@ def test_refixed_reuse_simulates_the_fixed_grid_again_and_keeps_the_oracle() -> 
 
 
 def test_eighth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
-    tt = _module()
-    older = (tt.HELD_OUT, tt.HELD_OUT_2, tt.HELD_OUT_3, tt.HELD_OUT_4, tt.HELD_OUT_5,
-             tt.HELD_OUT_6, tt.HELD_OUT_7)
-    earlier = set(tt.BUNDLED).union(*older)
-    assert not set(tt.HELD_OUT_8) & earlier
-
-    def seeds(held: dict[str, str]) -> set[str]:
-        return {p.split(":")[-1] for t in held for p in t.split(",")
-                if p.split(":")[-1].startswith("seed=")}
-
-    assert seeds(tt.HELD_OUT_8) and not seeds(tt.HELD_OUT_8) & set().union(
-        *(seeds(h) for h in older))
-
-    def unseeded(t: str) -> str:
-        return ",".join(p for p in t.split(",") if not p.split(":")[-1].startswith("seed="))
-
-    assert not {unseeded(t) for t in tt.HELD_OUT_8} & {unseeded(t) for t in earlier}
-    files = [t for t in tt.HELD_OUT_8 if t.endswith(".csv")]
-    assert len(files) == 2 and all(Path(f).name.startswith("heldout8-") for f in files)
+    _assert_a_new_set(8)
 
 
 def test_eighth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
