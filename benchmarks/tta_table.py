@@ -309,13 +309,33 @@ def run_scenario(sc: Scenario, policies: Sequence[str], fidelity: str = "analyti
             rec = _run(sc.trace, sc.workload, sc.workers, "fixed", iters,
                        (("density", d), ("compressor", comp), ("collective", "auto")), fidelity)
             sc.fixed[d] = tta_s(rec, sc.target)
-    for name in policies:
-        params: tuple[tuple[str, Any], ...] = ()
+    for spec in policies:
+        name, options = policy_spec(spec)
+        params: tuple[tuple[str, Any], ...] = options
         if name in ("oracle", "mpc"):
-            params = (("target_progress", sc.target),)
+            params = (("target_progress", sc.target),) + options
         rec = _run(sc.trace, sc.workload, sc.workers, name, iters, params, fidelity)
-        sc.policies[name] = tta_s(rec, sc.target)
+        sc.policies[spec] = tta_s(rec, sc.target)
     return sc
+
+
+def policy_spec(spec: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """``name:key=value:...`` (an opt-in variant, e.g. ``mpc:monitor_bandwidth_drift=0.1``) as
+    the policy's name and its parameters (numbers where they parse as numbers); the table
+    keys the variant by the whole spec."""
+    name, *opts = spec.split(":")
+    params: list[tuple[str, Any]] = []
+    for opt in opts:
+        key, sep, value = opt.partition("=")
+        if not (sep and key):
+            raise InputError(f"policy option {opt!r} of {spec!r} is not key=value")
+        for kind in (int, float, str):
+            try:
+                params.append((key, kind(value)))
+                break
+            except ValueError:
+                continue
+    return name, tuple(params)
 
 
 def scenarios(traces: dict[str, str], workloads: Sequence[str], workers: Sequence[int]

@@ -392,3 +392,20 @@ def test_ninth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> No
     for (a, b), (_, lat, bw) in zip(chosen, steps, strict=True):
         assert float(bw) == min(pairs[(a, b)][1], pairs[(b, a)][1])
         assert float(lat) == pairs[(a, b)][0]
+
+
+def test_an_opt_in_variant_runs_under_its_whole_spec() -> None:
+    """``mpc:key=value`` runs mpc with that option (and the target), keyed by the spec; a
+    malformed option is refused."""
+    from sim.errors import InputError
+
+    tt = _module()
+    assert tt.policy_spec("mpc:monitor_bandwidth_drift=0.1:regime_steps=4:compressor=topk") == (
+        "mpc", (("monitor_bandwidth_drift", 0.1), ("regime_steps", 4), ("compressor", "topk")))
+    with pytest.raises(InputError, match="key=value"):
+        tt.policy_spec("mpc:oops")
+    sc = tt.run_scenario(tt.Scenario(tt.BUNDLED[0], "lstm-ptb", 8, "c"),
+                         ["mpc:monitor_bandwidth_drift=0.1"])
+    rec = tt._run(tt.BUNDLED[0], "lstm-ptb", 8, "mpc", int(6 * sc.target),
+                  (("target_progress", sc.target), ("monitor_bandwidth_drift", 0.1)))
+    assert sc.policies == {"mpc:monitor_bandwidth_drift=0.1": tt.tta_s(rec, sc.target)}
