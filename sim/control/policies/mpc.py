@@ -35,8 +35,8 @@ Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``rep
 ``regime_steps``), the
 per-bucket collective hedge (``collective_regret``, ``spread``), probing (``probe_every``), the
 online gain calibration, ``calibration`` and the monitor options (``monitor_smoothing``,
-``monitor_residual_rows``) are described in docs/controllers.md (MPC, "mpc's options in
-detail"). The controller reads nothing but its observations: it runs unchanged in real runs.
+``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
+(MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
 :mod:`.mpc_pricing` (a whole grid at once for a plan: :mod:`.mpc_price_grid`), plan scoring,
@@ -108,6 +108,7 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         calibration: str = "",
         monitor_smoothing: str = "",
         monitor_residual_rows: int = 0,
+        monitor_bandwidth_drift: float = 0.0,
     ) -> None:
         grid = list(parse_densities(densities))
         if monitor_smoothing and monitor_smoothing not in SMOOTHING_MODES:
@@ -121,6 +122,11 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
                              f"{monitor_residual_rows!r}")
         #: Rows whose least residual the monitor's pinned split reads (0: its default).
         self.monitor_residual_rows = int(monitor_residual_rows)
+        if not 0.0 <= monitor_bandwidth_drift <= 1.0:
+            raise ValueError("monitor_bandwidth_drift must be 0 (the monitor's default) to 1, "
+                             f"got {monitor_bandwidth_drift!r}")
+        #: The monitor's Kalman bandwidth drift per measurement (0: its default; opt-in).
+        self.monitor_bandwidth_drift = float(monitor_bandwidth_drift)
         self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")
