@@ -29,6 +29,12 @@ For every rank count, three stages, each on runs of its own:
    stepwise level under the transport calibration of stage 1, with no extra latency per
    collective term (``--fit-extra-latency``: the dense run's communication residual as one,
    the previous method; it swung from -2.6 to +3.5 ms per term between rounds at 2 ranks).
+   The three calibration runs are made ``--calibration-repeats`` times (3 by default), the
+   repeats spread evenly in time among the validated runs; each repeat is fitted on its own
+   (the allgather efficiency as above, the faster of its two top-k runs) and the calibration
+   is the median of the repeats' fits, field by field (``analysis.validate_repeats``): one
+   repeat slowed by other load then does not set it (round R's single set ran slow and priced
+   every sparse case 20-40% slow). ``--calibration-repeats 1``: one set, the previous method.
 3. Validation (seed 2): dense, top-k 10% (allgather) and the delay-driven dc2-aimd (a target
    on the measured communication time), each under a constant trace (``CONST``) and a stepped
    one (``STEPPED``, 50 <-> 10 Mbit/s every second; the compressed policies' runs 3x as many
@@ -65,6 +71,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -75,6 +82,7 @@ from typing import Any
 
 from analysis.validate import fit_calibration, validate
 from analysis.validate_allgather import fit_allgather_efficiency, with_allgather_efficiency
+from analysis.validate_repeats import median_calibration, spread_order
 from analysis.validate_replay import constant_floor_mape
 from realrun.allreduce_bench import measure_netns
 from realrun.calibrate import NETNS_MIN_TRANSFER_MS
@@ -123,6 +131,9 @@ ALLGATHER_FROM_RUN = True
 # --allgather-from-one-run: fit it on the top-k calibration run alone (the previous method); by
 # default on both top-k calibration runs (with and without per-step agreement), the faster fit
 ALLGATHER_BOTH_RUNS = True
+# --calibration-repeats: how many times the three calibration runs are made, spread among the
+# validated runs; each repeat fitted on its own, the calibration the median of the fits
+CAL_REPEATS = 3
 REUSE = False  # --reuse: keep runs and measurements already in --keep (re-fit and compare only)
 # Validated runs of the compressed policies are 3x longer (their iterations are ~4x shorter),
 # so that every run crosses the stepped trace's changes a few times.
@@ -223,29 +234,80 @@ def run_one(tmp: Path, name: str, n: int, policy: str, params: dict[str, Any], t
     return out
 
 
+def _cal_name(kind: str, n: int, k: int) -> str:
+    """The name of calibration run ``kind`` (dense, topk, topk-agree) of repeat ``k``
+    (repeat 0 keeps the name of rounds with one repeat)."""
+    return f"n{n}-cal-{kind}" + (f"-r{k}" if k else "")
+
+
 def real_runs(tmp: Path, n: int, steps: int) -> dict[str, Path]:
-    """Every real run of ``n`` ranks, calibration and validated interleaved (load drift
-    between runs then hits both alike), by name."""
+    """Every real run of ``n`` ranks, by name: ``CAL_REPEATS`` repeats of the three
+    calibration runs spread evenly among the validated runs (load drift between runs then hits
+    both alike, and a slow stretch reaches one repeat, not every one)."""
     topk = POLICIES["fixed-topk-10%"]
-    cal = [("n{n}-cal-dense", ("dense", {}), "auto"),
-           ("n{n}-cal-topk", topk, "auto"),
-           ("n{n}-cal-topk-agree", topk, "each-step")]
-    val = [(f"n{{n}}-val-{pname}-{tname}", pname, trace)
+    cal = [(_cal_name(kind, n, k), pol, CAL_TRACE, CAL_SEED, steps, agreement)
+           for k in range(CAL_REPEATS)
+           for kind, pol, agreement in (("dense", ("dense", {}), "auto"),
+                                        ("topk", topk, "auto"),
+                                        ("topk-agree", topk, "each-step"))]
+    val = [(f"n{n}-val-{pname}-{tname}", POLICIES[pname], trace, VAL_SEED,
+            steps * STEPS_SCALE[pname], "auto")
            for tname, trace in (("constant", CONST), ("stepped", STEPPED))
            for pname in POLICIES]
     out: dict[str, Path] = {}
-    while cal or val:
-        if cal:
-            name, (policy, params), agreement = cal.pop(0)
-            out[name.format(n=n)] = run_one(tmp, name.format(n=n), n, policy, params,
-                                            CAL_TRACE, CAL_SEED, steps, agreement)
-        for _ in range(2 if cal else len(val)):
-            if val:
-                name, pname, trace = val.pop(0)
-                policy, params = POLICIES[pname]
-                out[name.format(n=n)] = run_one(tmp, name.format(n=n), n, policy, params,
-                                                trace, VAL_SEED, steps * STEPS_SCALE[pname])
+    for name, (policy, params), trace, seed, nsteps, agreement in spread_order(cal, val):
+        out[name] = run_one(tmp, name, n, policy, params, trace, seed, nsteps, agreement)
     return out
+
+
+def _calibrate(tmp: Path, n: int, runs: dict[str, Path], tcal: Path,
+               stepwise: dict[str, Any], tsummary: dict[str, Any]) -> Any:
+    """The compute calibration (and, with ``ALLGATHER_FROM_RUN``, the run-fitted allgather
+    efficiency written into a new transport file) from the ``CAL_REPEATS`` repeats of the
+    calibration runs, each fitted on its own, the median of the fits; the validated runs are
+    never read. Returns the calibration; ``stepwise`` and ``tsummary`` are updated."""
+    reps = [{kind: read_run(runs[_cal_name(kind, n, k)]) for kind in ("dense", "topk",
+                                                                      "topk-agree")}
+            for k in range(CAL_REPEATS)]
+    if ALLGATHER_FROM_RUN:
+        # the allgather efficiency from the top-k calibration runs' exchange (training-sized
+        # calls), each dense run's compute under it; the microbenchmark's kept for the record
+        effs, per_run = [], []
+        for r in reps:
+            cal0 = fit_calibration(*r["dense"], fit_extra_latency=FIT_EXTRA_LATENCY,
+                                   **stepwise)
+            eff = fit_allgather_efficiency(*r["topk"], transport_calibration=tcal,
+                                           calibration=cal0)
+            if ALLGATHER_BOTH_RUNS:
+                # the agreement run holds the same exchange (its agreement is booked outside
+                # it): load on a shared machine only adds time, so the faster of the two fits
+                # is the one a disturbed run did not inflate
+                eff_agree = fit_allgather_efficiency(*r["topk-agree"],
+                                                     transport_calibration=tcal,
+                                                     calibration=cal0)
+                per_run.append([eff, eff_agree])
+                eff = max(eff, eff_agree)
+            effs.append(eff)
+        eff = float(statistics.median(effs))
+        if ALLGATHER_BOTH_RUNS:
+            tsummary["allgather_efficiency_topk_run"] = per_run[0][0]
+            tsummary["allgather_efficiency_agreement_run"] = per_run[0][1]
+            tsummary["allgather_efficiency_per_repeat"] = per_run
+        tsummary["allgather_efficiency_repeats"] = effs
+        tcal = with_allgather_efficiency(tcal, "gloo", eff, tmp / f"transport-n{n}-run.json")
+        stepwise["transport_calibration"] = str(tcal)
+        tsummary["allgather_efficiency_microbenchmark"] = tsummary["allgather_efficiency"]
+        tsummary["allgather_efficiency"] = eff
+    fits = [fit_calibration(*r["dense"], compressed=r["topk"], agreed=r["topk-agree"],
+                            name=f"n{n} calibration runs (seed 1), repeat {k}",
+                            fit_extra_latency=FIT_EXTRA_LATENCY, **stepwise)
+            for k, r in enumerate(reps)]
+    tsummary["calibration_repeats"] = [
+        {"compute_scale": c.compute_scale, "compress_scale": c.compress_scale,
+         "agreement_s": c.agreement_s, "rank_wait_s": c.rank_wait_s,
+         "extra_latency_s": c.extra_latency_s} for c in fits]
+    return median_calibration(fits, name=f"n{n} calibration runs (seed 1), median of "
+                              f"{len(fits)} repeats")
 
 
 def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
@@ -253,33 +315,7 @@ def bench(tmp: Path, n: int, steps: int) -> dict[str, Any]:
     tcal, tsummary = transport_calibration(tmp, n, REUSE)
     stepwise = {"fidelity": "stepwise", "transport": "gloo", "transport_calibration": str(tcal)}
     runs = real_runs(tmp, n, steps)
-    cal_dense, cal_topk = runs[f"n{n}-cal-dense"], runs[f"n{n}-cal-topk"]
-    cal_agree = runs[f"n{n}-cal-topk-agree"]
-    real, meta = read_run(cal_dense)
-    if ALLGATHER_FROM_RUN:
-        # the allgather efficiency from the top-k calibration run's exchange (training-sized
-        # calls), the dense run's compute under it; the microbenchmark's kept for the record
-        cal0 = fit_calibration(real, meta, fit_extra_latency=FIT_EXTRA_LATENCY,
-                               **stepwise)  # type: ignore[arg-type]
-        eff = fit_allgather_efficiency(*read_run(cal_topk), transport_calibration=tcal,
-                                       calibration=cal0)
-        if ALLGATHER_BOTH_RUNS:
-            # the agreement run holds the same exchange (its agreement is booked outside it):
-            # load on a shared machine only adds time, so the faster of the two fits is the
-            # one a disturbed run did not inflate
-            eff_agree = fit_allgather_efficiency(*read_run(cal_agree),
-                                                 transport_calibration=tcal, calibration=cal0)
-            tsummary["allgather_efficiency_topk_run"] = eff
-            tsummary["allgather_efficiency_agreement_run"] = eff_agree
-            eff = max(eff, eff_agree)
-        tcal = with_allgather_efficiency(tcal, "gloo", eff, tmp / f"transport-n{n}-run.json")
-        stepwise = {**stepwise, "transport_calibration": str(tcal)}
-        tsummary["allgather_efficiency_microbenchmark"] = tsummary["allgather_efficiency"]
-        tsummary["allgather_efficiency"] = eff
-    cal = fit_calibration(real, meta, compressed=read_run(cal_topk),
-                          agreed=read_run(cal_agree), name=f"n{n} calibration runs (seed 1)",
-                          fit_extra_latency=FIT_EXTRA_LATENCY,
-                          **stepwise)  # type: ignore[arg-type]
+    cal = _calibrate(tmp, n, runs, tcal, stepwise, tsummary)
     rows = []
     for tname in ("constant", "stepped"):
         for pname in POLICIES:
@@ -380,13 +416,17 @@ def main() -> int:
                     "alone (the previous method; by default on it and on its agreement twin, "
                     "which holds the same exchange, keeping the faster fit: a run slowed by "
                     "other load then does not set it)")
+    ap.add_argument("--calibration-repeats", type=int, default=3,
+                    help="make the three calibration runs this many times, spread evenly among "
+                    "the validated runs, fit each repeat on its own and take the median of the "
+                    "fits (default 3; 1: one set of calibration runs, the previous method)")
     ap.add_argument("--runs-only", action="store_true",
                     help="the transport measurements and real runs only, no simulation (with "
                     "--keep; simulate later with --reuse)")
     args = ap.parse_args()
     global REUSE, PRICING, MIN_TRANSFER_MS, MESSAGE_BYTES, PIN_CORES, LATENCY_PINGS, RANK_NICE
     global PIN_MICROBENCHMARK, TBF_BURST, FIT_EXTRA_LATENCY, TCP_CC, ALLGATHER_FROM_RUN
-    global ALLGATHER_BOTH_RUNS
+    global ALLGATHER_BOTH_RUNS, CAL_REPEATS
     ALLGATHER_BOTH_RUNS = not args.allgather_from_one_run
     PIN_MICROBENCHMARK = args.pin_microbenchmark
     ALLGATHER_FROM_RUN = not args.allgather_from_microbenchmark
@@ -394,6 +434,11 @@ def main() -> int:
     if args.latency_pings < 0:
         sys.stderr.write(f"error: --latency-pings must be >= 0, got {args.latency_pings}\n")
         return 2
+    if args.calibration_repeats < 1:
+        sys.stderr.write("error: --calibration-repeats must be >= 1, got "
+                         f"{args.calibration_repeats}\n")
+        return 2
+    CAL_REPEATS = args.calibration_repeats
     if args.runs_only and not args.keep:
         sys.stderr.write("error: --runs-only needs --keep DIR\n")
         return 2

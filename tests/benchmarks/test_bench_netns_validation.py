@@ -28,16 +28,27 @@ def test_runs_interleave_calibration_and_validation(tmp_path: Path,
         return tmp / name
 
     monkeypatch.setattr(mod, "run_one", fake_run)
+    monkeypatch.setattr(mod, "CAL_REPEATS", 3)
     runs = mod.real_runs(tmp_path, 2, 100)
     names = [d[0] for d in done]
-    assert names[0] == "n2-cal-dense" and names[3] == "n2-cal-topk"
-    assert names[6] == "n2-cal-topk-agree"
+    kinds = ("dense", "topk", "topk-agree")
+    cal_names = [f"n2-cal-{kind}{suffix}" for suffix in ("", "-r1", "-r2") for kind in kinds]
+    assert [x for x in names if "-cal-" in x] == cal_names
+    assert names[0] == "n2-cal-dense" and names[-1] == "n2-cal-topk-agree-r2"
     cal = [i for i, x in enumerate(names) if "-cal-" in x]
-    assert cal == [0, 3, 6]  # validated runs between the calibration runs
-    assert len(names) == 3 + 2 * len(mod.POLICIES) and len(set(names)) == len(names)
+    # the repeats straddle the validated runs: some validated run before the second repeat
+    # and after it, none after the last calibration run
+    val = [i for i, x in enumerate(names) if "-val-" in x]
+    assert val[0] < cal[3] and val[-1] > cal[5] and val[-1] < cal[-1]
+    assert len(names) == 9 + 2 * len(mod.POLICIES) and len(set(names)) == len(names)
     assert set(runs) == set(names)
-    assert dict((d[0], d[2]) for d in done)["n2-cal-topk-agree"] == "each-step"
+    agreement = dict((d[0], d[2]) for d in done)
+    assert agreement["n2-cal-topk-agree"] == agreement["n2-cal-topk-agree-r2"] == "each-step"
     assert dict((d[0], d[1]) for d in done)["n2-val-fixed-topk-10%-stepped"] == 300
+    done.clear()
+    monkeypatch.setattr(mod, "CAL_REPEATS", 1)
+    mod.real_runs(tmp_path, 2, 100)
+    assert [d[0] for d in done if "-cal-" in d[0]] == [f"n2-cal-{k}" for k in kinds]
 
 
 def test_only_adaptive_policies_ping() -> None:
@@ -60,7 +71,8 @@ def test_priority_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("argv", [["--latency-pings", "-1"], ["--runs-only"],
-                                  ["--delay-policy", "nope"], ["--tcp-cc", "reno;x"]])
+                                  ["--delay-policy", "nope"], ["--tcp-cc", "reno;x"],
+                                  ["--calibration-repeats", "0"]])
 def test_bad_arguments_exit_2(argv: list[str], monkeypatch: pytest.MonkeyPatch,
                               capsys: pytest.CaptureFixture[str]) -> None:
     mod = _module()
