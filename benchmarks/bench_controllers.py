@@ -24,6 +24,7 @@ Usage::
     python benchmarks/bench_controllers.py --tta --held-out-6 # on the sixth held-out set
     python benchmarks/bench_controllers.py --tta --held-out-7 # on the seventh held-out set
     python benchmarks/bench_controllers.py --tta --held-out-8 # on the eighth held-out set
+    python benchmarks/bench_controllers.py --tta --held-out-9 # on the ninth held-out set
     python benchmarks/bench_controllers.py --tta --markdown tta.json   # tables of a saved run
 
 Timings use time.perf_counter (the controllers themselves never read a clock).
@@ -159,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--tta on the seventh held-out set (tuned on since 2026-11-26)")
     parser.add_argument("--held-out-8", action="store_true",
                         help="--tta on the eighth held-out set (never tuned on)")
+    parser.add_argument("--held-out-9", action="store_true",
+                        help="--tta on the ninth held-out set (never tuned on)")
     parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
     parser.add_argument("--fidelity", default="analytic",
                         help="--tta: simulator fidelity (analytic or stepwise)")
@@ -228,7 +231,9 @@ def _tta(args: argparse.Namespace) -> int:
         with open(args.markdown) as fh:
             sys.stdout.write(tt.format_markdown(tt.from_json(json.load(fh))))
         return 0
-    if args.held_out_8:
+    if args.held_out_9:
+        traces = dict(tt.HELD_OUT_9)
+    elif args.held_out_8:
         traces = dict(tt.HELD_OUT_8)
     elif args.held_out_7:
         traces = dict(tt.HELD_OUT_7)

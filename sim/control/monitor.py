@@ -41,7 +41,7 @@ from .monitor_fit import (
     fit_alpha_beta,
     fit_alpha_beta_lstsq,
 )
-from .monitor_kalman import KalmanLink
+from .monitor_kalman import BANDWIDTH_DRIFT, KalmanLink
 from .monitor_split import RESIDUAL_ROWS, identifiable, pinned_split
 from .smoothing import EwmaFilter, MinFilter
 
@@ -106,6 +106,10 @@ class LinkMonitor:
             :data:`~sim.control.monitor_split.RESIDUAL_ROWS`, at most ``window``): more rows see
             through timing noise that delays most collectives (a loaded machine), at the price
             of noticing a slower link that many rows late.
+        bandwidth_drift: the Kalman filter's random-walk step of log beta per measurement
+            (default :data:`~sim.control.monitor_kalman.BANDWIDTH_DRIFT`, a third of the
+            latency's: a surprise the rows do not resolve goes mostly to latency). Raise it
+            for links whose bandwidth moves as fast as their latency.
     """
 
     def __init__(
@@ -120,7 +124,11 @@ class LinkMonitor:
         fit: str = "robust",
         latency_reference_s: float | None = None,
         residual_rows: int = RESIDUAL_ROWS,
+        bandwidth_drift: float = BANDWIDTH_DRIFT,
     ) -> None:
+        if not (math.isfinite(bandwidth_drift) and bandwidth_drift > 0.0):
+            raise ValueError(f"bandwidth_drift must be > 0, got {bandwidth_drift!r}")
+        self.bandwidth_drift = float(bandwidth_drift)
         if isinstance(residual_rows, bool) or not 1 <= residual_rows <= window:
             raise ValueError(f"residual_rows must be in [1, window], got {residual_rows!r}")
         self.residual_rows = int(residual_rows)
@@ -221,7 +229,7 @@ class LinkMonitor:
             exact = _fit_rows(rows)
             if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
                 # The window is one link state, measured without error: the split is exact.
-                self._kalman = _restart(exact, rows)
+                self._kalman = _restart(exact, rows, self.bandwidth_drift)
                 self._guessed = False
                 return exact
             settled = _newest_settled(rows)
@@ -229,7 +237,8 @@ class LinkMonitor:
                 # The newest rows split well despite a jittering latency, and the filter's
                 # split is not within their errors (it split jitter as if the link moved, or
                 # started from a split no row resolved): restart from theirs.
-                self._kalman = KalmanLink(settled[0], settled[1], rel_sd=_EXACT_SD)
+                self._kalman = KalmanLink(settled[0], settled[1], rel_sd=_EXACT_SD,
+                                          bandwidth_drift=self.bandwidth_drift)
                 self._guessed = False
                 return settled[0], settled[1]
         if self._kalman is not None and self._kalman.unresolved:
@@ -238,7 +247,7 @@ class LinkMonitor:
             # link state explains exactly (a link that moved within the window) resolve it.
             split = _newest_exact(rows)
             if split is not None:
-                self._kalman = _restart(split, rows)
+                self._kalman = _restart(split, rows, self.bandwidth_drift)
                 self._guessed = False
                 return split
         if self._kalman is not None and self._guessed:
@@ -246,14 +255,16 @@ class LinkMonitor:
             # since bound the byte term below what it holds, take the bound.
             bound = _bounded_split(rows)
             if bound is not None and bound[1] < self._kalman.beta:
-                self._kalman = KalmanLink(bound[0], bound[1], rel_sd=1.0)
+                self._kalman = KalmanLink(bound[0], bound[1], rel_sd=1.0,
+                                          bandwidth_drift=self.bandwidth_drift)
                 return bound
         if self._kalman is not None:
             return self._kalman.update(*rows[-1])
         if self.fit == "robust" and len(rows) >= 2:
             start = _robust_start(rows)
             if start is not None:
-                self._kalman = KalmanLink(start[0], start[1], rel_sd=start[2])
+                self._kalman = KalmanLink(start[0], start[1], rel_sd=start[2],
+                                          bandwidth_drift=self.bandwidth_drift)
                 self._guessed = start[2] >= 1.0
                 return start[0], start[1]
         fit = _fit_rows(rows)
@@ -300,7 +311,8 @@ def monitor_for(controller: object) -> LinkMonitor:
     """The link monitor a run gives ``controller``: the default one, unless the controller
     asks for another smoothing (a ``monitor_smoothing`` attribute, one of
     :data:`SMOOTHING_MODES`; empty or absent: the default) or another count of residual rows
-    (``monitor_residual_rows``; 0 or absent: the default). The simulator and the real-run hook
+    (``monitor_residual_rows``; 0 or absent: the default) or another bandwidth drift of its
+    Kalman filter (``monitor_bandwidth_drift``; 0 or absent: the default). The simulator and the real-run hook
     both build their monitor here, so a policy sees the same estimator in both worlds."""
     kwargs: dict[str, object] = {}
     smoothing = getattr(controller, "monitor_smoothing", "")
@@ -309,4 +321,7 @@ def monitor_for(controller: object) -> LinkMonitor:
     rows = getattr(controller, "monitor_residual_rows", 0)
     if rows:
         kwargs["residual_rows"] = int(rows)
+    drift = getattr(controller, "monitor_bandwidth_drift", 0.0)
+    if drift:
+        kwargs["bandwidth_drift"] = float(drift)
     return LinkMonitor(**kwargs)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .monitor_kalman import RESOLUTION_SHARE, KalmanLink
+from .monitor_kalman import BANDWIDTH_DRIFT, RESOLUTION_SHARE, KalmanLink
 from .monitor_split import SPLIT_SINE, identifiable
 
 __all__ = ["fit_alpha_beta", "fit_alpha_beta_lstsq"]
@@ -197,13 +197,15 @@ def _robust_start(rows: Sequence[tuple[float, float, float]]) -> tuple[float, fl
 
 
 def _restart(
-    split: tuple[float, float], rows: Sequence[tuple[float, float, float]]
+    split: tuple[float, float], rows: Sequence[tuple[float, float, float]],
+    bandwidth_drift: float = BANDWIDTH_DRIFT,
 ) -> KalmanLink:
     """The Kalman filter restarted at an exact ``split`` of ``rows``; "unresolved" when the
     latency holds less than :data:`~sim.control.monitor_kalman.RESOLUTION_SHARE` of every
     row's duration (a link whose latency touches zero)."""
     low = all(a * split[0] < RESOLUTION_SHARE * t for a, _, t in rows)
-    return KalmanLink(split[0], split[1], rel_sd=_EXACT_SD, unresolved=low)
+    return KalmanLink(split[0], split[1], rel_sd=_EXACT_SD, unresolved=low,
+                      bandwidth_drift=bandwidth_drift)
 
 
 def _newest_exact(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["RESOLUTION_SHARE", "KalmanLink"]
+__all__ = ["BANDWIDTH_DRIFT", "RESOLUTION_SHARE", "KalmanLink"]
 
 #: One robust update moves either log term by at most this much.
 _MAX_LOG_STEP = 1.0
@@ -20,6 +20,8 @@ _MIN_ALPHA_S = 1e-6
 #: Share of a duration below which the latency terms are not resolved: a latency estimate whose
 #: share of a measurement stays below it is "somewhere near zero", not a value.
 RESOLUTION_SHARE = 0.03
+#: Default random-walk step of log beta per measurement (:class:`KalmanLink`).
+BANDWIDTH_DRIFT = 0.03
 
 
 class KalmanLink:
@@ -57,7 +59,7 @@ class KalmanLink:
         *,
         rel_sd: float = 0.5,
         drift: float = 0.1,
-        bandwidth_drift: float = 0.03,
+        bandwidth_drift: float = BANDWIDTH_DRIFT,
         noise: float = 0.05,
         cap: float = 1.0,
         unresolved: bool = False,

@@ -344,3 +344,68 @@ def test_eighth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> N
         assert len({a, b, c}) == 3
         assert float(lat) == pytest.approx(pairs[(a, b)][0] + pairs[(b, c)][0])
         assert float(bw) == min(pairs[(a, b)][1], pairs[(b, c)][1])
+
+
+def test_ninth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    _assert_a_new_set(9)
+
+
+def test_ninth_held_out_traces_all_load() -> None:
+    """Every trace of the ninth set parses (a typo in a generator setting fails here, not in
+    the one run the set gets)."""
+    from sim.engine import resolve_trace
+
+    tt = _module()
+    for spec in tt.HELD_OUT_9:
+        path = _PATH.parents[1] / spec
+        assert resolve_trace(str(path) if spec.endswith(".csv") else spec).labels
+
+
+def test_ninth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
+    mod = load_script("make_heldout9_traces", with_dir=True)
+    assert mod.main([str(tmp_path)]) == 0
+    for name in ("heldout9-handover-train-fcc.csv", "heldout9-geo-bidir.csv"):
+        assert (tmp_path / name).read_text() == (
+            _PATH.parents[1] / "benchmarks/data" / name).read_text()
+    # Handover: in each HOLD_S window the link is one source at the same clock time, with
+    # that source's latency, bandwidth x SCALE; the windows alternate, starting cellular.
+    srcs = [mod._read(name) for name in mod.HANDOVER]
+    rows = [tuple(float(x) for x in r.split(",")) for r in (
+        tmp_path / "heldout9-handover-train-fcc.csv").read_text().splitlines() if r[:1].isdigit()]
+    assert rows[0][0] == 0.0 and len(rows) > 200
+    times = [r[0] for r in rows]
+    for k in range(int(mod.DURATION_S / mod.DT_S)):
+        t = k * mod.DT_S
+        _, lat, bw = rows[bisect.bisect_right(times, t) - 1]
+        which = int(t // mod.HOLD_S) % 2
+        assert lat == (mod.CELL_LATENCY_MS, mod.WIRED_LATENCY_MS)[which] * 1e-3
+        assert bw == pytest.approx(mod._at(*srcs[which], t)[1] * mod.SCALE)
+    # Both directions: each step is the lesser throughput of a->b and b->a.
+    from traces.importers.skyplane import skyplane_pairs
+
+    pairs = skyplane_pairs(_PATH.parents[1] / "traces/data/skyplane")
+    text = (tmp_path / "heldout9-geo-bidir.csv").read_text()
+    chosen = [p.split("<>") for p in text.split("make_heldout9_traces.py: ")[1].splitlines()[0]
+              .split("; ")]
+    steps = [r.split(",") for r in text.splitlines() if r[:1].isdigit()]
+    assert len(chosen) == len(steps) == mod.PAIRS == len({tuple(c) for c in chosen})
+    for (a, b), (_, lat, bw) in zip(chosen, steps, strict=True):
+        assert float(bw) == min(pairs[(a, b)][1], pairs[(b, a)][1])
+        assert float(lat) == pairs[(a, b)][0]
+
+
+def test_an_opt_in_variant_runs_under_its_whole_spec() -> None:
+    """``mpc:key=value`` runs mpc with that option (and the target), keyed by the spec; a
+    malformed option is refused."""
+    from sim.errors import InputError
+
+    tt = _module()
+    assert tt.policy_spec("mpc:monitor_bandwidth_drift=0.1:regime_steps=4:compressor=topk") == (
+        "mpc", (("monitor_bandwidth_drift", 0.1), ("regime_steps", 4), ("compressor", "topk")))
+    with pytest.raises(InputError, match="key=value"):
+        tt.policy_spec("mpc:oops")
+    sc = tt.run_scenario(tt.Scenario(tt.BUNDLED[0], "lstm-ptb", 8, "c"),
+                         ["mpc:monitor_bandwidth_drift=0.1"])
+    rec = tt._run(tt.BUNDLED[0], "lstm-ptb", 8, "mpc", int(6 * sc.target),
+                  (("target_progress", sc.target), ("monitor_bandwidth_drift", 0.1)))
+    assert sc.policies == {"mpc:monitor_bandwidth_drift=0.1": tt.tta_s(rec, sc.target)}

@@ -31,11 +31,12 @@ the decisions run over it (an EWMA of its log whose steps are bounded, so single
 barely move it), and each bucket goes over the collective with the
 least corrected time (a real collective may run slower than its model).
 
-Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``regime_steps``), the
+Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``replan_drop``,
+``regime_steps``), the
 per-bucket collective hedge (``collective_regret``, ``spread``), probing (``probe_every``), the
 online gain calibration, ``calibration`` and the monitor options (``monitor_smoothing``,
-``monitor_residual_rows``) are described in docs/controllers.md (MPC, "mpc's options in
-detail"). The controller reads nothing but its observations: it runs unchanged in real runs.
+``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
+(MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
 :mod:`.mpc_pricing` (a whole grid at once for a plan: :mod:`.mpc_price_grid`), plan scoring,
@@ -95,6 +96,7 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         replan_change: float = 0.25,
         replan_persist: int = 1,
         replan_band: bool = False,
+        replan_drop: float = 0.0,
         switch_chunks: int = 1,
         initial_density: float = 0.001,
         probe_every: int = 0,
@@ -106,6 +108,7 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         calibration: str = "",
         monitor_smoothing: str = "",
         monitor_residual_rows: int = 0,
+        monitor_bandwidth_drift: float = 0.0,
     ) -> None:
         grid = list(parse_densities(densities))
         if monitor_smoothing and monitor_smoothing not in SMOOTHING_MODES:
@@ -119,6 +122,11 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
                              f"{monitor_residual_rows!r}")
         #: Rows whose least residual the monitor's pinned split reads (0: its default).
         self.monitor_residual_rows = int(monitor_residual_rows)
+        if not 0.0 <= monitor_bandwidth_drift <= 1.0:
+            raise ValueError("monitor_bandwidth_drift must be 0 (the monitor's default) to 1, "
+                             f"got {monitor_bandwidth_drift!r}")
+        #: The monitor's Kalman bandwidth drift per measurement (0: its default; opt-in).
+        self.monitor_bandwidth_drift = float(monitor_bandwidth_drift)
         self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")
@@ -149,6 +157,11 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         if not isinstance(replan_band, bool):
             raise ValueError(f"replan_band must be true or false, got {replan_band!r}")
         self.replan_band = replan_band
+        if isinstance(replan_drop, bool) or not replan_drop >= 0.0:
+            raise ValueError(f"replan_drop must be 0 (off) or > 0, got {replan_drop!r}")
+        #: A fall of the bandwidth estimate below the last plan's by ``log1p`` of this re-plans
+        #: at once on a forecast started at it (0: off; docs/controllers.md).
+        self.replan_drop = float(replan_drop)
         if isinstance(switch_chunks, bool) or not isinstance(switch_chunks, int) or (
             switch_chunks < 1
         ):
@@ -344,9 +357,14 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         # under timing noise, and holding it is the cheapest mistake; above it, a slower link
         # costs every step it is not reacted to.
         persist = self.replan_persist if self._held <= self.grid[-1] else 1
+        dropped = (self.replan_drop > 0.0 and self._planned and self._held > self.grid[-1]
+                   and self._planned_on[1] - link[1] > math.log1p(self.replan_drop))
+        if dropped:
+            self._bw.start_regime()
         regime = self._bw.regime_start()
         if (
-            self._planned
+            not dropped
+            and self._planned
             and self._since_plan < self.window_steps
             and self._moved_run < persist
             and regime == self._regime_on

@@ -35,6 +35,8 @@ class LinkForecast:
         self._min_shift = math.log1p(shift)
         self._cut: int | None = 0
         self._seen = 0
+        #: Observations before a regime started by :meth:`start_regime` (None: none).
+        self._forced: int | None = None
         #: :meth:`fit` of the current window (a plan asks for it once per density and case).
         self._fit: tuple[float, float, float] | None = None
         self._walk_on = bool(walk)
@@ -57,16 +59,30 @@ class LinkForecast:
         first = self._seen - len(self._xs)
         return first + (self._cut or 0) if self._cut else 0
 
+    def start_regime(self) -> None:
+        """Start a regime at the latest observation now, without waiting ``regime_steps``
+        (a caller that saw a step of the link itself): until a later shift is accepted, only
+        the observations from it on count."""
+        if self._xs:
+            self._forced = self._seen - 1
+            self._cut = None
+            self._fit = None
+            self._walk = None
+
     def __len__(self) -> int:
         return len(self._xs)
 
     def _regime(self) -> list[float]:
         """The window's observations since the last accepted level shift (all without one)."""
         xs = list(self._xs)
-        if self._regime_steps <= 0:
+        base = 0
+        if self._forced is not None:
+            base = max(0, self._forced - (self._seen - len(self._xs)))
+        if self._regime_steps <= 0 and not base:
             return xs
         if self._cut is None:
-            self._cut = _level_shift(xs, self._regime_steps, self._min_shift)
+            self._cut = base + (_level_shift(xs[base:], self._regime_steps, self._min_shift)
+                                if self._regime_steps > 0 else 0)
         return xs[self._cut:]
 
     def fit(self) -> tuple[float, float, float]:

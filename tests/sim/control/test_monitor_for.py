@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sim.control.monitor import LinkMonitor, monitor_for
+from sim.control.monitor_kalman import BANDWIDTH_DRIFT
 from sim.control.monitor_split import RESIDUAL_ROWS, pinned_split
 from sim.control.registry import make_policy
 from sim.errors import InputError
@@ -93,3 +94,35 @@ def test_the_simulator_builds_the_monitor_its_controller_asks_for() -> None:
     m = _make_monitor(make_policy("mpc", monitor_smoothing="none"))
     assert m.smoothing == "none"
     assert _make_monitor(make_policy("mpc")).smoothing == "ewma"
+
+
+def test_mpc_asks_for_a_bandwidth_drift_opt_in() -> None:
+    assert monitor_for(make_policy("mpc")).bandwidth_drift == BANDWIDTH_DRIFT
+    assert monitor_for(make_policy("mpc", monitor_bandwidth_drift=0.1)).bandwidth_drift == 0.1
+    for bad in (-0.1, 1.5):
+        with pytest.raises(InputError, match="monitor_bandwidth_drift"):
+            make_policy("mpc", monitor_bandwidth_drift=bad)
+    with pytest.raises(ValueError, match="bandwidth_drift"):
+        LinkMonitor(bandwidth_drift=0.0)
+
+
+def test_a_larger_bandwidth_drift_books_a_byte_heavy_slowdown_as_bandwidth() -> None:
+    """Rows of two shapes resolve the split; then the byte-heavy shape slows 3x (the bandwidth
+    fell to a third). With the default drift the filter raises the latency more than with a
+    drift equal to the latency's, which lowers the bandwidth instead."""
+    def run(drift: float) -> tuple[float, float]:
+        m = LinkMonitor(bandwidth_drift=drift)
+        lat, beta = 0.05, 1.0 / 1e9
+        for _ in range(8):  # two shapes, one link state: an exact split
+            m.observe(6.0, 1e6, 6 * lat + 1e6 * beta)
+            m.observe(6.0, 3e8, 6 * lat + 3e8 * beta)
+        for _ in range(6):  # the byte-heavy shape only, the bandwidth a third
+            m.observe(6.0, 3e8, 6 * lat + 3e8 * 3 * beta)
+        est_lat, est_bw = m.estimate()
+        assert est_lat is not None and est_bw is not None
+        return est_lat, est_bw
+
+    lat_default, bw_default = run(BANDWIDTH_DRIFT)
+    lat_equal, bw_equal = run(0.1)
+    assert lat_equal < lat_default
+    assert bw_equal < bw_default
