@@ -10,6 +10,8 @@ Usage (root)::
     ... [--tcp-cc reno]   # the ranks' TCP congestion controller (see --help)
     ... [--order separate]   # each part's rates one after another (the method until 2026-11-26)
     ... [--save-stats STATS.json]; --cal CAL.csv --held HELD.csv --stats STATS.json  # CIs
+    ... [--pin-cores --pin-layout blocked]   # 4 ranks on 2 cores: ring neighbours share a core
+    ... [--probe-mbit 0]   # no host-speed probe (default: 10,000 Mbit/s, 1 KiB, every round)
 
 Two separate measurement runs of the gloo allreduce microbenchmark
 (:func:`realrun.allreduce_bench.measure_netns`: one namespace per rank, tbf on every rank's
@@ -42,6 +44,13 @@ method until 2026-11-26): many calls back to back, each after a barrier, through
 bucket (1 ms of traffic) refills while the links idle, between calls (the barrier: the
 measured ``idle_s`` of each point) and within them (latencies, hop floor), and settles
 (:meth:`sim.stepwise_net.StepwiseNetwork.run_repeated`).
+
+Host-speed probe (interleaved order, ``--probe-mbit``, default since 2026-11-26 21:00 UTC):
+every round starts with 1 KiB calls at a tbf rate that does not shape them (10 Gbit/s), saved
+in the stats file as part ``probe``; neither part's points. ``evaluate``'s ``host_scale``
+multiplies the fitted per-call software terms (base and per-hop latency, hop floor) by a
+factor: ``benchmarks/netns_allreduce_pairings.py --host-probe`` passes the ratio of the
+held-out run's probe to the calibration run's.
 """
 
 from __future__ import annotations
@@ -57,13 +66,16 @@ from dataclasses import replace
 from realrun.allreduce_bench import measure_netns
 from realrun.allreduce_interleave import PointStats, measure_interleaved, read_stats, write_stats
 from realrun.netns import with_tbf_burst
+from sim.errors import InputError
 from sim.transport_fit import Measurement, fit_transport, predict_s, read_csv, write_csv
-from sim.transports import TRANSPORTS
+from sim.transports import TRANSPORTS, Transport
 
 CAL_RATES = [25.0, 100.0, 400.0]
 HELD_RATES = [10.0, 50.0, 200.0]
 CAL_SIZES = [1024 * 4**k for k in range(9)]  # 1 KiB .. 64 MiB
 HELD_SIZES = [2048 * 4**k for k in range(8)] + [64 * 2**20]  # 2 KiB .. 32 MiB, 64 MiB
+PROBE_MBIT = 10000.0  # tbf does not shape 1 KiB calls at this rate
+PROBE_SIZES = [1024]
 RANKS = [2, 4]
 
 
@@ -79,6 +91,15 @@ def _cal_gap(cal: list[Measurement], m: Measurement) -> float:
     return float(near.idle_s or 0.0)
 
 
+def scaled_software(tp: Transport, factor: float) -> Transport:
+    """``tp`` with its per-call software terms (base latency, per-hop latency, hop floor)
+    multiplied by ``factor`` (> 0); the wire terms (efficiency, bytes, burst) unchanged."""
+    if not factor > 0 or not math.isfinite(factor):
+        raise InputError(f"host-speed factor must be a positive number, got {factor}")
+    return replace(tp, base_latency_s=tp.base_latency_s * factor,
+                   hop_latency_s=tp.hop_latency_s * factor, hop_floor_s=tp.hop_floor_s * factor)
+
+
 def _ci_of(stats: list[PointStats] | None, m: Measurement) -> tuple[float, float] | None:
     """The measured point's median interval relative to its time, if ``stats`` holds it."""
     for s in stats or []:
@@ -92,7 +113,8 @@ def _ci_of(stats: list[PointStats] | None, m: Measurement) -> tuple[float, float
 def evaluate(cal: list[Measurement], held: list[Measurement],
              message_bytes: bool = False, spaced: bool = True,
              held_gap: str = "measured",
-             stats: list[PointStats] | None = None) -> list[dict[str, object]]:
+             stats: list[PointStats] | None = None,
+             host_scale: dict[int, float] | None = None) -> list[dict[str, object]]:
     """Fit per rank count on ``cal`` (with ``message_bytes``: the per-message wire bytes
     too); every held-out point's prediction and error. ``spaced``: price every point as the
     benchmark's back-to-back calls behind a barrier, with the netns links' tbf bucket
@@ -100,7 +122,9 @@ def evaluate(cal: list[Measurement], held: list[Measurement],
     measured idle gap (``held_gap`` "measured") or the nearest calibration point's
     ("calibration"); otherwise (the method until 2026-11-26) each call alone, no bucket.
     ``stats``: the measured points' calls; a held-out row then carries its median's 95%
-    interval relative to its time (``ci_rel``)."""
+    interval relative to its time (``ci_rel``). ``host_scale``: per rank count, a factor on the
+    fitted transport's software terms (``base_latency_s``, ``hop_latency_s``,
+    ``hop_floor_s``) before it predicts (module docstring; 1 where a rank count is missing)."""
     base = replace(TRANSPORTS["gloo"], host_copy_Bps=0.0)
     if spaced:
         base = with_tbf_burst(base)
@@ -108,7 +132,7 @@ def evaluate(cal: list[Measurement], held: list[Measurement],
     for n in sorted({m.ranks for m in cal}):
         fit = fit_transport([m for m in cal if m.ranks == n], base, message_bytes=message_bytes,
                             spaced_calls=spaced)
-        tp = fit.transport
+        tp = scaled_software(fit.transport, (host_scale or {}).get(n, 1.0))
         rows = []
         for m in (m for m in held if m.ranks == n):
             gap = None
@@ -192,7 +216,18 @@ def main() -> int:
                     help="TCP congestion controller of the rank namespaces (e.g. reno; default: "
                     "the system's). BBR overestimates a tbf-shaped veth's bandwidth and drops "
                     "and retransmits at low rates (realrun.netns)")
+    ap.add_argument("--pin-layout", choices=["alternate", "blocked"], default="alternate",
+                    help="with --pin-cores (interleaved order): rank r on core r round robin "
+                    "(alternate, 4 ranks on 2 cores 0,1,0,1) or ring neighbours together "
+                    "(blocked: 0,0,1,1; realrun.affinity.layout_cores)")
+    ap.add_argument("--probe-mbit", type=float, default=PROBE_MBIT,
+                    help="host-speed probe: 1 KiB calls at this tbf rate first in every round "
+                    "(interleaved order; saved with --save-stats as part 'probe'; default "
+                    "%(default)g Mbit/s, which does not shape them; 0: none)")
     a = ap.parse_args()
+    if a.probe_mbit < 0 or not math.isfinite(a.probe_mbit) or a.probe_mbit in HELD_RATES:
+        sys.stderr.write("error: --probe-mbit: must be >= 0 and not a held-out rate\n")
+        return 2
     if a.rank_nice and not (a.cal and a.held):
         os.setpriority(os.PRIO_PROCESS, 0, a.rank_nice)
     try:
@@ -212,7 +247,8 @@ def main() -> int:
         stats = measure_interleaved((cal_rates, CAL_SIZES), (HELD_RATES, HELD_SIZES), RANKS,
                                     rounds=a.rounds, max_repeats=a.max_repeats,
                                     rt_priority=a.rank_rt, pin_cores=a.pin_cores,
-                                    congestion_control=a.tcp_cc)
+                                    congestion_control=a.tcp_cc, pin_layout=a.pin_layout,
+                                    probe=(a.probe_mbit, PROBE_SIZES) if a.probe_mbit else None)
         if a.save_stats:
             write_stats(a.save_stats, stats)
         cal = [s.measurement for s in stats if s.part == "cal"]

@@ -12,6 +12,13 @@ benchmark runs them, each held-out point with its own measured idle gap) and pre
 second run's held-out points. Printed per rank count: the points within 10% (all sizes, 1-8
 KiB, 128 KiB and up) summed over the pairings, and per held-out point its error in every
 pairing with, where the stats are present, its median's 95% interval relative to its time.
+
+``--host-probe``: each run's stats must hold its host-speed probe (part ``probe``, 1 KiB calls
+tbf does not shape, measured first in every round: ``bench_netns_allreduce.py``, default since
+2026-11-26 21:00 UTC); a pairing then scales the calibration's fitted per-call software terms by
+the held-out run's probe time over the calibration run's, per rank count (1 in own pairings).
+The probe is a separate measurement of the machine's speed at run time, none of the held-out
+points.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pathlib import Path
 
 from bench_netns_allreduce import evaluate
 
-from realrun.allreduce_interleave import read_stats
+from realrun.allreduce_interleave import PointStats, read_stats
 from sim.errors import InputError
 from sim.transport_fit import read_csv
 
@@ -32,19 +39,36 @@ SMALL_MAX_BYTES = 8 * 1024
 LARGE_MIN_BYTES = 128 * 1024
 
 
-def pairings(prefixes: list[str]) -> list[dict[str, object]]:
-    """One entry per (calibration run, held-out run): the evaluated rows per rank count."""
+def probe_times(stats: list[PointStats] | None, name: str) -> dict[int, float]:
+    """Per rank count, the run's host-speed probe time (the median of its probe points'
+    times); InputError where the run has none."""
+    per: dict[int, list[float]] = {}
+    for s in stats or []:
+        if s.part == "probe":
+            per.setdefault(s.measurement.ranks, []).append(s.measurement.time_s)
+    if not per:
+        raise InputError(f"run {name}: no host-speed probe in its stats (measured with "
+                         "--probe-mbit 0 or before 2026-11-26 21:00 UTC)")
+    return {n: float(statistics.median(ts)) for n, ts in per.items()}
+
+
+def pairings(prefixes: list[str], host_probe: bool = False) -> list[dict[str, object]]:
+    """One entry per (calibration run, held-out run): the evaluated rows per rank count; with
+    ``host_probe`` the calibration's software terms scaled by the runs' probe ratio."""
     runs = []
     for p in prefixes:
         stats_path = Path(f"{p}-stats.json")
+        stats = read_stats(str(stats_path)) if stats_path.is_file() else None
+        probe = probe_times(stats, Path(p).name) if host_probe else {}
         runs.append((Path(p).name, read_csv(f"{p}-calibration.csv"),
-                     read_csv(f"{p}-held-out.csv"),
-                     read_stats(str(stats_path)) if stats_path.is_file() else None))
+                     read_csv(f"{p}-held-out.csv"), stats, probe))
     out: list[dict[str, object]] = []
-    for cal_name, cal, _, _ in runs:
-        for held_name, _, held, stats in runs:
-            out.append({"cal": cal_name, "held": held_name,
-                        "result": evaluate(cal, held, message_bytes=True, stats=stats)})
+    for cal_name, cal, _, _, cal_probe in runs:
+        for held_name, _, held, stats, held_probe in runs:
+            scale = {n: held_probe[n] / t for n, t in cal_probe.items() if n in held_probe}
+            out.append({"cal": cal_name, "held": held_name, "host_scale": scale,
+                        "result": evaluate(cal, held, message_bytes=True, stats=stats,
+                                           host_scale=scale)})
     return out
 
 
@@ -95,9 +119,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("prefix", nargs="+", help="PREFIX of PREFIX-calibration.csv etc.")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--host-probe", action="store_true",
+                    help="scale the calibration's software terms by the runs' host-speed "
+                    "probe ratio (module docstring)")
     a = ap.parse_args()
     try:
-        res = pairings(a.prefix)
+        res = pairings(a.prefix, host_probe=a.host_probe)
     except InputError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2

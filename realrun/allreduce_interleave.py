@@ -15,6 +15,13 @@ Per point it keeps every timed call (the slowest rank's time), the median of eac
 order-statistic 95% interval of the median of all calls (:func:`sim.median_ci.median_ci`). The
 point's time is the median of its per-round medians (as ``measure_netns`` with ``rounds``). At
 each point of each round the first calls are warm-up, discarded (:func:`warmup_for`).
+
+Host-speed probe (``probe``): at the start of every round the ranks first time small calls at a
+rate so high that tbf does not shape them (10 Gbit/s in the benchmark): a call's software time
+on this machine at that moment, neither a calibration nor a held-out point (part ``probe``).
+Two runs' probes compare the host's speed when each ran, and
+``benchmarks/netns_allreduce_pairings.py --host-probe`` scales a calibration's per-call software
+terms by that ratio when it predicts another run.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from realrun.affinity import LAYOUTS
 from sim.errors import InputError
 from sim.median_ci import median_ci
 from sim.transport_measurements import Measurement
@@ -40,7 +48,7 @@ __all__ = ["PointStats", "alternate", "measure_interleaved", "read_stats", "warm
            "write_stats"]
 
 #: The two parts of a run: the points the transport is fitted on, and those it is checked on.
-PARTS = ("cal", "held")
+PARTS = ("cal", "held", "probe")
 
 
 def alternate(cal_mbit: list[float], held_mbit: list[float]) -> list[tuple[str, float]]:
@@ -136,13 +144,17 @@ def measure_interleaved(
     rt_priority: int = 0,
     pin_cores: bool = False,
     congestion_control: str | None = None,
+    pin_layout: str = "alternate",
+    probe: tuple[float, list[int]] | None = None,
 ) -> list[PointStats]:
     """Every point of both parts (``cal``, ``held``: rates in Mbit/s and sizes), for each rank
     count, measured in ``rounds`` alternating rounds of one netns run (module docstring).
     Repeats per point as :func:`realrun.allreduce_bench.iters_for` (``iters``,
     ``max_repeats``), shared out over the rounds; sizes whose ideal ring time exceeds ``cap_s``
     are skipped; ``rt_priority``, ``pin_cores`` and ``congestion_control`` as in
-    :func:`realrun.allreduce_bench.measure`."""
+    :func:`realrun.allreduce_bench.measure`; ``pin_layout``: the ranks' cores when pinned
+    (:func:`realrun.affinity.layout_cores`); ``probe`` (rate in Mbit/s, sizes): measured first
+    in every round, part ``probe`` (module docstring)."""
     from .allreduce_bench import iters_for
 
     if rounds < 1 or iters < 1 or max_repeats < 1:
@@ -151,20 +163,27 @@ def measure_interleaved(
     if rt_priority < 0:
         raise InputError(f"the real-time priority must be >= 0 (0: off), got {rt_priority}")
     rates = dict(cal=cal, held=held)
+    if probe is not None:
+        rates["probe"] = ([probe[0]], probe[1])
+    if pin_layout not in LAYOUTS:
+        raise InputError(f"unknown pin layout {pin_layout!r} (one of {', '.join(LAYOUTS)})")
     if any(r <= 0 for rs, _ in rates.values() for r in rs) or any(
             s < 4 for _, ss in rates.values() for s in ss) or any(n < 2 for n in ranks):
         raise InputError("rates must be > 0, sizes >= 4 bytes, rank counts >= 2")
     out: list[PointStats] = []
     for n in ranks:
         plan: list[dict[str, Any]] = []
-        for part, mbit in alternate(cal[0], held[0]):
+        order = alternate(cal[0], held[0])
+        if probe is not None:
+            order = [("probe", probe[0])] + order
+        for part, mbit in order:
             bw = mbit * 1e6 / 8.0
             fit = [s for s in rates[part][1] if 2.0 * (n - 1) / n * s / bw <= cap_s]
             counts = [math.ceil(iters_for(n, s, iters, bw, most=max_repeats) / rounds)
                       for s in fit]
             if fit:
                 plan.append({"part": part, "mbit": mbit, "sizes": fit, "counts": counts})
-        got = _run(n, plan, rounds, rt_priority, pin_cores, congestion_control)
+        got = _run(n, plan, rounds, rt_priority, pin_cores, congestion_control, pin_layout)
         for k, phase in enumerate(plan):
             for j, size in enumerate(phase["sizes"]):
                 per_round = [(r[k][j]["calls_s"], r[k][j]["idle_s"]) for r in got]
@@ -184,10 +203,11 @@ def _timeout_s(n: int, plan: list[dict[str, Any]], rounds: int) -> float:
 
 
 def _run(n: int, plan: list[dict[str, Any]], rounds: int, rt_priority: int, pin_cores: bool,
-         congestion_control: str | None) -> list[list[list[dict[str, Any]]]]:
+         congestion_control: str | None,
+         pin_layout: str = "alternate") -> list[list[list[dict[str, Any]]]]:
     """Start ``n`` ranks in one netns lab, run ``plan`` ``rounds`` times; rank 0's results:
     per round, per phase, per size, the calls and the idle before them."""
-    from .affinity import available_cores
+    from .affinity import available_cores, layout_cores
     from .allreduce_bench import _wait_all, start_rank
     from .launcher import free_port
     from .netns import NetnsLab
@@ -198,7 +218,8 @@ def _run(n: int, plan: list[dict[str, Any]], rounds: int, rt_priority: int, pin_
         lab = st.enter_context(NetnsLab(n, bandwidth_Bps=plan[0]["mbit"] * 1e6 / 8.0,
                                         congestion_control=congestion_control))
         port, procs = free_port(), []
-        cores = available_cores() if pin_cores else []
+        # one core per rank (start_rank's round robin over n entries: rank r gets the r-th)
+        cores = layout_cores(n, available_cores(), pin_layout) if pin_cores else []
         for r in range(n):
             env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR=lab.addr(0),
                        MASTER_PORT=str(port), OMP_NUM_THREADS="1",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from realrun.affinity import available_cores, core_for, pin_to
+from realrun.affinity import available_cores, core_for, layout_cores, pin_to
 from realrun.allreduce_bench import measure
 from realrun.config import RealConfig
 from sim.entry import main
@@ -24,6 +24,22 @@ def test_ranks_go_round_robin_over_the_usable_cores() -> None:
         core_for(0, [])
     with pytest.raises(ValueError):
         core_for(-1, [0])
+
+
+def test_layouts_alternate_or_keep_ring_neighbours_on_one_core() -> None:
+    assert layout_cores(4, [0, 1], "alternate") == [0, 1, 0, 1]
+    assert layout_cores(4, [0, 1], "blocked") == [0, 0, 1, 1]
+    assert layout_cores(2, [0, 1], "blocked") == [0, 1] == layout_cores(2, [0, 1], "alternate")
+    assert layout_cores(6, [2, 5, 7], "blocked") == [2, 2, 5, 5, 7, 7]
+    assert layout_cores(5, [0, 1], "blocked") == [0, 0, 0, 1, 1]
+    assert layout_cores(2, [0, 1, 2, 3], "blocked") == [0, 1]  # fewer ranks than cores
+    for n in range(1, 12):
+        got = layout_cores(n, [0, 1, 2], "blocked")
+        assert got == sorted(got) and len(got) == n  # contiguous blocks
+        assert max(got.count(c) for c in set(got)) - min(got.count(c) for c in set(got)) <= 1
+    for bad in ((0, [0, 1], "blocked"), (2, [], "blocked"), (2, [0, 1], "diagonal")):
+        with pytest.raises(ValueError):
+            layout_cores(*bad)
 
 
 def test_a_pinned_child_and_what_it_execs_run_on_that_core_only() -> None:

@@ -69,6 +69,38 @@ def test_bad_arguments_are_input_errors() -> None:
         measure_interleaved(([25.0], [2]), ([10.0], [2048]), [2])
     with pytest.raises(InputError):
         measure_interleaved(([25.0], [1024]), ([10.0], [2048]), [2], rt_priority=-1)
+    with pytest.raises(InputError, match="pin layout"):
+        measure_interleaved(([25.0], [1024]), ([10.0], [2048]), [2], pin_layout="diagonal")
+    with pytest.raises(InputError):
+        measure_interleaved(([25.0], [1024]), ([10.0], [2048]), [2], probe=(0.0, [1024]))
+
+
+def test_the_probe_comes_first_in_every_round_as_its_own_part(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import realrun.allreduce_interleave as mod
+
+    seen: list[tuple[int, list[dict], str]] = []
+
+    def fake_run(n, plan, rounds, rt, pin, cc, layout):  # type: ignore[no-untyped-def]
+        seen.append((n, plan, layout))
+        return [[[{"calls_s": [1e-3 * (k + 1)] * c, "idle_s": 1e-4} for c in ph["counts"]]
+                 for k, ph in enumerate(plan)] for _ in range(rounds)]
+
+    monkeypatch.setattr(mod, "_run", fake_run)
+    pts = measure_interleaved(([25.0, 400.0], [1024]), ([10.0], [2048]), [4], rounds=2,
+                              pin_cores=True, pin_layout="blocked", probe=(10000.0, [1024]))
+    n, plan, layout = seen[0]
+    assert (n, layout) == (4, "blocked")
+    assert [(ph["part"], ph["mbit"]) for ph in plan] == [
+        ("probe", 10000.0), ("cal", 25.0), ("held", 10.0), ("cal", 400.0)]
+    assert [(p.part, p.measurement.bandwidth_Bps * 8e-6, p.measurement.time_s) for p in pts] == [
+        ("probe", 10000.0, 1e-3), ("cal", 25.0, 2e-3), ("held", 10.0, 3e-3),
+        ("cal", 400.0, 4e-3)]
+    seen.clear()
+    without = measure_interleaved(([25.0, 400.0], [1024]), ([10.0], [2048]), [4], rounds=2)
+    assert [ph["part"] for ph in seen[0][1]] == ["cal", "held", "cal"]
+    assert seen[0][2] == "alternate" and all(p.part != "probe" for p in without)
 
 
 _REASON = netns_unavailable_reason()
@@ -83,12 +115,19 @@ def _namespaces() -> set[str]:
 @pytest.mark.skipif(_REASON is not None, reason=f"netns emulation unavailable: {_REASON}")
 def test_one_run_switches_rates_between_parts_and_cleans_up() -> None:
     pts = measure_interleaved(([100.0, 400.0], [65536]), ([20.0], [2048, 65536]), [2],
-                              rounds=2, max_repeats=12, congestion_control="reno")
+                              rounds=2, max_repeats=12, congestion_control="reno",
+                              probe=(10000.0, [1024]), rt_priority=10)
+    probe = [p for p in pts if p.part == "probe"]
+    assert [(p.measurement.bandwidth_Bps, p.measurement.size_bytes) for p in probe] == [
+        (10000e6 / 8, 1024.0)]
+    # unshaped: its quickest 1 KiB call is far below 64 KiB's wire time at 400 Mbit/s (1.3 ms;
+    # the quickest, since a busy machine can stall a whole round of a few calls)
+    assert min(probe[0].calls_s) < 1e-3
     # the lab names its namespaces cc<pid>-...: none of this process's may be left (other
     # processes' namespaces are not looked at)
     assert not {ns for ns in _namespaces() if ns.startswith(f"cc{os.getpid()}-")}
     got = {(p.part, p.measurement.bandwidth_Bps * 8e-6, p.measurement.size_bytes): p
-           for p in pts if p.measurement.bandwidth_Bps}
+           for p in pts if p.measurement.bandwidth_Bps and p.part != "probe"}
     assert sorted(got) == [("cal", 100.0, 65536.0), ("cal", 400.0, 65536.0),
                            ("held", 20.0, 2048.0), ("held", 20.0, 65536.0)]
     t = {k[1:]: p.measurement.time_s for k, p in got.items()}
@@ -97,7 +136,9 @@ def test_one_run_switches_rates_between_parts_and_cleans_up() -> None:
     for mbit in (20.0, 100.0, 400.0):
         assert t[(mbit, 65536.0)] > 0.8 * 65536 * 8 / (mbit * 1e6), (mbit, t)
     # a late switch would leave a phase near its neighbour's time (ratio ~1); the wire-time ratios
-    # are 5x and 4x, kept with margin for a loaded machine (1.98x and 2.05x seen under load)
+    # are 5x and 4x, kept with margin for a loaded machine (1.98x and 2.05x seen under load;
+    # the ranks run under SCHED_FIFO, as the benchmark's, since a test run at idle priority
+    # on a busy machine starved them to 1.38x)
     assert t[(20.0, 65536.0)] > 1.5 * t[(100.0, 65536.0)], t
     assert t[(100.0, 65536.0)] > 1.5 * t[(400.0, 65536.0)], t
     for p in got.values():
