@@ -394,6 +394,54 @@ def test_ninth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> No
         assert float(lat) == pairs[(a, b)][0]
 
 
+def test_tenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    _assert_a_new_set(10)
+
+
+def test_tenth_held_out_traces_all_load() -> None:
+    """Every trace of the tenth set parses (a typo in a generator setting fails here, not in
+    the one run the set gets)."""
+    from sim.engine import resolve_trace
+
+    tt = _module()
+    for spec in tt.HELD_OUT_10:
+        path = _PATH.parents[1] / spec
+        assert resolve_trace(str(path) if spec.endswith(".csv") else spec).labels
+
+
+def test_tenth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
+    mod = load_script("make_heldout10_traces", with_dir=True)
+    assert mod.main([str(tmp_path)]) == 0
+    for name in ("heldout10-tram-fast.csv", "heldout10-geo-star.csv"):
+        assert (tmp_path / name).read_text() == (
+            _PATH.parents[1] / "benchmarks/data" / name).read_text()
+    # Faster: sample k of the source holds from t_k / SPEEDUP, with the same order and the
+    # source's bandwidth x SCALE; the period shrinks by the same factor.
+    period, src = mod._read(mod.SOURCE)
+    text = (tmp_path / "heldout10-tram-fast.csv").read_text()
+    rows = [tuple(float(x) for x in r.split(",")) for r in text.splitlines() if r[:1].isdigit()]
+    assert len(rows) == len(src)
+    for (t, lat, bw), (ts, _, bws) in zip(rows, src, strict=True):
+        assert t == pytest.approx(ts / mod.SPEEDUP)
+        assert lat == mod.LATENCY_MS * 1e-3
+        assert bw == pytest.approx(bws * mod.SCALE)
+    assert f"# period_s: {period / mod.SPEEDUP!r}" in text
+    # Stars: each step is the slowest of its spokes into the hub, on both terms.
+    from traces.importers.skyplane import skyplane_pairs
+
+    pairs = skyplane_pairs(_PATH.parents[1] / "traces/data/skyplane")
+    text = (tmp_path / "heldout10-geo-star.csv").read_text()
+    stars = [p.split("<") for p in text.split("make_heldout10_traces.py: ")[1].splitlines()[0]
+             .split("; ")]
+    steps = [r.split(",") for r in text.splitlines() if r[:1].isdigit()]
+    assert len(stars) == len(steps) == mod.STEPS
+    for (hub, spokes), (_, lat, bw) in zip(stars, steps, strict=True):
+        legs = spokes.split("+")
+        assert len(set(legs)) == mod.SPOKES and hub not in legs
+        assert float(lat) == max(pairs[(s, hub)][0] for s in legs)
+        assert float(bw) == min(pairs[(s, hub)][1] for s in legs)
+
+
 def test_an_opt_in_variant_runs_under_its_whole_spec() -> None:
     """``mpc:key=value`` runs mpc with that option (and the target), keyed by the spec; a
     malformed option is refused."""
