@@ -732,6 +732,7 @@ def simulate(
                 bucket_bytes=bucket_sizes,
                 latency_s=est_lat,
                 bandwidth_Bps=est_bw,
+                split_guessed=None if monitor is None else monitor.split_guessed,
             )
             if bar is not None and (it + 1) % 256 == 0:
                 bar.update(256)

@@ -222,6 +222,7 @@ class CompressionHookState:
             bucket_bytes=self._bucket_bytes,
             latency_s=lat,
             bandwidth_Bps=bw,
+            split_guessed=self.monitor.split_guessed,
         )
 
     def begin_iteration(self) -> Accum:

@@ -174,6 +174,13 @@ class LinkMonitor:
         estimate is a prior's or the latency reference's split, not the data's)."""
         return identifiable(self._rows)
 
+    @property
+    def split_guessed(self) -> bool:
+        """Whether the estimate runs from an even split of latency and bytes that no window
+        resolved (the robust fit's start on rows of one shape): its byte/latency split is a
+        guess until a window of other shapes pins it."""
+        return self._kalman is not None and self._guessed
+
     def reset(self) -> None:
         """Forget every measurement (the priors and the latency reference are kept)."""
         self._rows: deque[tuple[float, float, float]] = deque(maxlen=self.window)

@@ -226,12 +226,17 @@ def observation_after(
     bucket_bytes: tuple[int, ...] = (),
     latency_s: float | None = None,
     bandwidth_Bps: float | None = None,
+    split_guessed: bool | None = None,
 ) -> Observation:
     """What a controller sees before deciding ``step``, after the iteration ``m`` measured;
     ``latency_s`` and ``bandwidth_Bps`` are the link monitor's estimates (``None``: no
-    monitor). ``extra`` holds ``iteration_s`` (when known), ``now_s`` (when given) and
-    ``link_comm_s`` (when measured)."""
+    monitor). ``extra`` holds ``iteration_s`` (when known), ``now_s`` (when given),
+    ``link_comm_s`` (when measured) and ``split_guessed`` (1.0 when the monitor's
+    latency/bytes split is a guess no window resolved, 0.0 when not; absent without a monitor:
+    :attr:`sim.control.monitor.LinkMonitor.split_guessed`)."""
     extra: dict[str, float] = {}
+    if split_guessed is not None:
+        extra["split_guessed"] = 1.0 if split_guessed else 0.0
     if m.iteration_s is not None and math.isfinite(m.iteration_s):
         extra["iteration_s"] = float(m.iteration_s)
     if m.link_comm_s is not None and math.isfinite(m.link_comm_s):

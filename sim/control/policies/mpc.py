@@ -26,17 +26,18 @@ Every ``window_steps`` steps the controller
 The first step (no estimate yet) runs the grid's smallest density with, per bucket, the
 collective whose worst slowdown over a wide range of links is least.
 
-Predicted communication times are corrected per collective by the measured-over-predicted ratio of
-the decisions run over it (an EWMA of its log whose steps are bounded, so single timing spikes
-barely move it), and each bucket goes over the collective with the
-least corrected time (a real collective may run slower than its model).
+Predicted communication times are corrected per collective by the measured-over-predicted
+ratio of the decisions run over it (an EWMA of its log whose steps are bounded, so single
+timing spikes barely move it); each bucket goes over the least corrected time's collective.
 
 Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``replan_drop``,
-``regime_steps``), the
-per-bucket collective hedge (``collective_regret``, ``spread``), probing (``probe_every``), the
-online gain calibration, ``calibration`` and the monitor options (``monitor_smoothing``,
+``regime_steps``), the per-bucket collective hedge (``collective_regret``, ``spread``), probing
+(``probe_every``), the online gain calibration, ``calibration``, the forecast's readings
+(``robust_spread``, ``byte_reading``: a latency jump on a split the monitor only guessed is
+also priced as bytes) and the monitor options (``monitor_smoothing``,
 ``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
-(MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs unchanged in real runs.
+(MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs
+unchanged in real runs.
 
 Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
 :mod:`.mpc_pricing` (a whole grid at once for a plan: :mod:`.mpc_price_grid`), plan scoring,
@@ -69,7 +70,6 @@ __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
 #: touches zero, or a fit that attributes all of it to bytes) is 1 us in the forecast.
 _LATENCY_FLOOR_S = 1e-6
 _BANDWIDTH_FLOOR_BPS = 1.0
-
 
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 
@@ -109,6 +109,8 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         monitor_smoothing: str = "",
         monitor_residual_rows: int = 0,
         monitor_bandwidth_drift: float = 0.0,
+        robust_spread: bool = False,
+        byte_reading: bool = True,
     ) -> None:
         grid = list(parse_densities(densities))
         if monitor_smoothing and monitor_smoothing not in SMOOTHING_MODES:
@@ -127,6 +129,13 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
                              f"got {monitor_bandwidth_drift!r}")
         #: The monitor's Kalman bandwidth drift per measurement (0: its default; opt-in).
         self.monitor_bandwidth_drift = float(monitor_bandwidth_drift)
+        for key, flag in (("robust_spread", robust_spread), ("byte_reading", byte_reading)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{key} must be true or false, got {flag!r}")
+        #: Forecast spreads robust to isolated spikes (opt-in; docs/controllers.md).
+        self.robust_spread = robust_spread
+        #: A guessed split's latency jump also read as bytes (docs/controllers.md).
+        self.byte_reading = byte_reading
         self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")
@@ -216,10 +225,13 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         # links whose latency nears zero, and a log-space level test on a signal clipped at a
         # floor finds shifts that are the fit's, not the link's (regimes of a few observations
         # with no spread, planned on with false confidence).
-        self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S, walk=True)
+        self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S, walk=True,
+                                robust=self.robust_spread)
         self._lat_moves = LatencyDiffusion(self.history)
         self._last_it_s = 0.0  # the last iteration's seconds: the next decision's exposure
-        self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps, self.replan_change)
+        self._bytes_link: tuple[float, float] | None = None  # ``_read_as_bytes``
+        self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
+                               self.replan_change, robust=self.robust_spread)
         self._links = deque()  # bounded by :meth:`_note_link`
         self._since_plan = 0
         self._planned = False
@@ -277,6 +289,8 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
             self._bw.update(obs.bandwidth_Bps)
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
+            if self.byte_reading:
+                self._bytes_link = self._read_as_bytes(obs)
         it_s = iteration_time_s(obs)
         if it_s is not None and obs.latency_s is not None:
             self._lat_moves.update(obs.latency_s, it_s)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-__all__ = ["LatencyDiffusion", "LinkForecast", "steps_to_progress"]
+__all__ = ["LatencyDiffusion", "LinkForecast", "robust_scale", "steps_to_progress"]
 
 
 class LinkForecast:
@@ -25,11 +25,15 @@ class LinkForecast:
     the forecast's centre and the median move towards the walk's latest level by the share of
     the increments' variance the walk explains (a process-type reading from the history, not
     a fixed model: noise around a level keeps the fit, a walk is forecast by its last level).
+
+    With ``robust`` the spread is the least of the residuals' standard deviation and their
+    :func:`robust_scale` (an isolated spike in the window does not widen the forecast).
     """
 
     def __init__(self, history: int, floor: float = 0.0, regime_steps: int = 0,
-                 shift: float = 0.25, walk: bool = False) -> None:
+                 shift: float = 0.25, walk: bool = False, robust: bool = False) -> None:
         self._xs: deque[float] = deque(maxlen=history)
+        self._robust = bool(robust)
         self._floor = float(floor)
         self._regime_steps = int(regime_steps)
         self._min_shift = math.log1p(shift)
@@ -106,6 +110,8 @@ class LinkForecast:
         level = my + slope * (n - 1 - mx)
         res = [x - (my + slope * (i - mx)) for i, x in enumerate(xs)]
         std = math.sqrt(sum(r * r for r in res) / (n - 2))
+        if self._robust:
+            std = min(std, robust_scale(res))
         return level, slope, std
 
     def walk(self) -> tuple[float, float, float, float]:
@@ -149,6 +155,15 @@ class LinkForecast:
         for x in xs[1:]:
             level += gain * (x - level)
         return share, level, q, r
+
+    def window_median(self, default: float = 0.0) -> float:
+        """Median of the whole window as observed (``default`` before any observation): no
+        regime cut and no walk reading, so a jump of the latest observations leaves it."""
+        if not self._xs:
+            return default
+        xs = sorted(self._xs)
+        m = len(xs) // 2
+        return math.exp(xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m]))
 
     def median(self, default: float = 0.0) -> float:
         """Median of the window (``default`` before any observation); with the walk reading
@@ -278,3 +293,21 @@ def steps_to_progress(
         else:
             lo = mid
     return hi
+
+
+#: Median absolute deviation to standard deviation for normal residuals.
+_MAD_TO_STD = 1.4826
+
+
+def robust_scale(res: list[float]) -> float:
+    """Standard deviation of a fit's residuals (centred on zero) read from the median of their
+    absolute values (times :data:`_MAD_TO_STD`): the spread of the bulk, which a few isolated
+    spikes do not move (0 for no residuals)."""
+    xs = sorted(abs(r) for r in res)
+    n = len(xs)
+    if n == 0:
+        return 0.0
+    m = n // 2
+    mad = xs[m] if n % 2 else 0.5 * (xs[m - 1] + xs[m])
+    return _MAD_TO_STD * mad
+
