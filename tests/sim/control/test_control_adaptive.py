@@ -139,6 +139,10 @@ class _Ctx:
                                   decision.compressor)
         return 0.2 + t.time_s(*link)
 
+    def segment_s(self, t_s: float) -> tuple[float, float]:
+        """The constant link state holding at ``t_s`` (the oracle reuses a price within it)."""
+        return (0.0, self.switch_s) if t_s < self.switch_s else (self.switch_s, math.inf)
+
 
 def test_oracle_plans_least_time_to_target_and_sees_the_future() -> None:
     from sim.control.policies.oracle_plan import Planner

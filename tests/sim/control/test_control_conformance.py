@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import random
 import time
 from typing import Any
@@ -37,6 +38,15 @@ class FakeOracleContext:
             decision.compressor,
         )
         return 0.2 + terms.time_s(lat, bw)
+
+    def segment_s(self, t_s: float) -> tuple[float, float]:
+        """The constant link state holding at ``t_s`` (the step link changes at steps 30 and
+        70 of 0.25 s), so the oracle reuses a price within one state as it does on real
+        traces."""
+        k = int(t_s / 0.25)
+        if k < 30:
+            return 0.0, 7.5
+        return (7.5, 17.5) if k < 70 else (17.5, math.inf)
 
 
 def _build(name: str, seed: int) -> Any:
