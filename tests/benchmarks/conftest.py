@@ -8,6 +8,7 @@ what they check (the predictions and the reports built from the fit) is unchange
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,7 +32,7 @@ def _fit_each_input_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         key = repr((list(points), base, sorted(kw.items())))
         if key not in _FITS:
             _FITS[key] = real(points, base, **kw)
-        return _FITS[key]
+        return copy.deepcopy(_FITS[key])  # a caller may change its result in place
 
     monkeypatch.setattr(tf, "fit_transport", fit_once)
     yield
