@@ -362,7 +362,23 @@ class IterationModel(WorkloadCosts):
 
 class OracleContext:
     """What a sim-only policy's ``bind_oracle`` receives: the true iteration time on demand, the
-    link's change points, the run's length and the convergence model that scores it."""
+    links' change points, the run's length and the convergence model that scores it.
+
+    What one iteration's duration (:meth:`iteration_time_s`) depends on, at every fidelity: the
+    decision (its plan, DS-Sync groups at step 0 included), the compute factor of the iteration
+    about to run (``factor()``: the slowest worker's at the analytic level, every worker's
+    factors and pauses at the stepwise and events levels; it changes only between iterations,
+    so it is one value for the whole of one oracle plan, which is made within one decision) and
+    the link states over the iteration's span: the pacing link's (analytic; also what the
+    per-bucket collective choice reads, :meth:`link_state_at`) and every traced link's of the
+    topology (stepwise and events), each collective priced from its own start under the joint
+    state it lies in (:meth:`sim.stepwise_net.StepwiseNetwork.run`), so that inside one joint
+    state the duration is the same to the bit wherever the iteration starts. Hence
+    :meth:`segment_s` reports the interval between consecutive change points of all those
+    traces together. With a loss process (:mod:`sim.lossy_engine`) every collective draws from
+    the run's random loss stream, so a duration is not a function of the state: there
+    :meth:`segment_s` answers ``None`` and every candidate iteration is simulated.
+    """
 
     def __init__(
         self,
@@ -387,14 +403,25 @@ class OracleContext:
         )
         self._t: list[float] = link.time_s.tolist()
         self._period = link.period_s
-        # Only the analytic model is paced by this one link (the stepwise network has its own
-        # per-link traces), so only there is an iteration inside one state of it a constant.
-        self._exact = isinstance(model, IterationModel)
+        # The stepwise and events levels: the topology's per-link states (None: analytic).
+        network = getattr(model, "network", None)
+        self._states: Any = getattr(network, "states", None)
+        self._exact = getattr(model, "lossy", None) is None and (
+            isinstance(model, IterationModel) or self._states is not None
+        )
 
     def segment_s(self, t_s: float) -> tuple[float, float] | None:
-        """Start and end (absolute seconds) of the constant link state holding at ``t_s``;
-        ``None`` when the iteration time is not a function of that state alone (stepwise)."""
-        return self._segment(t_s) if self._exact else None
+        """Start and end (absolute seconds) of the constant joint link state holding at
+        ``t_s`` (class docstring); ``None`` when the iteration time is not a function of that
+        state (a loss process draws at random)."""
+        return self._bounds(t_s) if self._exact else None
+
+    def _bounds(self, t_s: float) -> tuple[float, float]:
+        start, end = self._segment(t_s)
+        if self._states is not None:
+            a, b = self._states.segment_s(t_s)
+            start, end = max(start, a), min(end, b)
+        return start, end
 
     def _segment(self, t_s: float) -> tuple[float, float]:
         base = 0.0
@@ -410,11 +437,12 @@ class OracleContext:
         return base + self._t[j], base + end
 
     def change_points_s(self, t0_s: float, t1_s: float) -> list[float]:
-        """Times in ``(t0_s, t1_s)`` at which the link state changes."""
+        """Times in ``(t0_s, t1_s)`` at which the joint link state changes (the ends of
+        :meth:`segment_s`'s intervals, also where a loss process runs)."""
         out: list[float] = []
         t = t0_s
         while True:
-            end = self._segment(t)[1]
+            end = self._bounds(t)[1]
             if not end < t1_s or len(out) > 100_000:
                 return out
             out.append(end)

@@ -165,6 +165,44 @@ class LinkStates:
             t_s = math.nextafter(t_s, math.inf) if t_s else 1e-300
         return out  # pragma: no cover - unreachable for finite breakpoints
 
+    def segment_s(self, t_s: float) -> tuple[float, float]:
+        """Start and end (absolute seconds) of the joint state of every traced link holding at
+        ``t_s``: the interval between consecutive change points of the union of the links'
+        traces (periodic ones repeated); ``(0, inf)`` when no link changes. The end is the
+        ``next_change_s`` of :meth:`at`."""
+        if self.constant:
+            return 0.0, math.inf
+        for _ in range(64):
+            start, end = self._bounds(t_s)
+            if end > t_s:
+                return start, end
+            t_s = math.nextafter(t_s, math.inf) if t_s else 1e-300
+        return start, end  # pragma: no cover - unreachable for finite breakpoints
+
+    def _bounds(self, t_s: float) -> tuple[float, float]:
+        if self._timeline is not None:
+            times, _, period = self._timeline
+            base, r = 0.0, t_s
+            if period is not None and t_s >= period:
+                base = math.floor(t_s / period) * period
+                r = t_s - base
+                if r >= period:  # rounding at a period boundary, as in _at
+                    base, r = base + period, r - period
+                elif r < 0.0:
+                    base, r = base - period, r + period
+            g = max(bisect_right(times, r) - 1, 0)
+            if g + 1 < len(times):
+                nxt = base + times[g + 1]
+            else:
+                nxt = math.inf if period is None else base + period
+            return base + times[g], nxt
+        start, nxt = 0.0, math.inf
+        for tr in self._traces:
+            i = tr.state_index(t_s)
+            start = max(start, tr.period_offset_s(t_s) + float(tr.time_s[i]))
+            nxt = min(nxt, _next_change(tr, t_s, i))
+        return start, nxt
+
     def _at(self, t_s: float) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, float]:
         if self.constant:
             return (), self._lat0, self._bw0, math.inf
@@ -176,6 +214,8 @@ class LinkStates:
                 r = t_s - base
                 if r >= period:  # rounding at a period boundary
                     base, r = base + period, r - period
+                elif r < 0.0:  # t_s / period rounded up to the next whole period
+                    base, r = base - period, r + period
             g = max(bisect_right(times, r) - 1, 0)
             if g + 1 < len(times):
                 nxt = base + times[g + 1]
@@ -212,9 +252,7 @@ def _next_change(tr: object, t_s: float, i: int) -> float:
     assert isinstance(tr, PiecewiseTrace)
     times = tr.time_s
     period = tr.period_s
-    base = 0.0
-    if period is not None and t_s >= period:
-        base = math.floor(t_s / period) * period
+    base = tr.period_offset_s(t_s)
     if i + 1 < len(times):
         return base + float(times[i + 1])
     if period is not None:
@@ -358,12 +396,14 @@ class StepwiseNetwork:
         return x
 
     def _state_at(
-        self, ph: CompiledPhase, t: float, fixed: tuple[np.ndarray, np.ndarray] | None
+        self, ph: CompiledPhase, t: float, fixed: tuple[np.ndarray, np.ndarray] | None,
+        fixed_key: tuple[int, ...] = (),
     ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, float]:
         """The links' state key, latencies and bandwidths at ``t`` and when they next change
-        (never, for fixed links or a phase that does not follow the trace)."""
+        (never, for fixed links or a phase that does not follow the trace); ``fixed_key``: the
+        state key of ``fixed`` (its step costs are cached under it)."""
         if fixed is not None:
-            return (), fixed[0], fixed[1], math.inf
+            return fixed_key, fixed[0], fixed[1], math.inf
         key, lat, bw, nxt = self.states.at(t)
         return key, lat, bw, nxt if ph.traced else math.inf
 
@@ -401,7 +441,19 @@ class StepwiseNetwork:
         if tp.host_copy_Bps > 0:
             extra += 2.0 * cs.max_rank_bytes / tp.host_copy_Bps
         states = self.states
-        if idle_s > 0.0 and (tp.burst_s > 0.0 or tp.burst_bytes > 0.0):
+        burst = idle_s > 0.0 and (tp.burst_s > 0.0 or tp.burst_bytes > 0.0)
+        if cs.traced and record is None:
+            # Inside one joint state of the links the collective is priced from its own start
+            # (time 0) under that state: the result is then the same to the bit wherever in the
+            # state it starts (no rounding of a large absolute clock), which lets the oracle
+            # reuse one price per state (:meth:`sim.engine.OracleContext.segment_s`). Where it
+            # would outlast the state, the walk below prices it across the changes.
+            key, lat, bw, nxt = states.at(start_s)
+            tokens = tp.burst_credit_bytes(bw, idle_s) if burst else None
+            d = self._pipeline(cs, 0.0, fixed=(lat, bw), fixed_key=key, tokens=tokens) + extra
+            if start_s + d <= nxt:
+                return d
+        if burst:
             fixed = None
             _, lat, bw, _ = states.at(start_s)
             if not cs.traced:
@@ -473,8 +525,10 @@ class StepwiseNetwork:
         record: list[tuple[str, float, float]] | None = None,
         tokens: np.ndarray | None = None,
         idle_acc: np.ndarray | None = None,
+        fixed_key: tuple[int, ...] = (),
     ) -> float:
-        """Duration of ``cs`` from ``t0``. ``tokens`` (per link, updated in place): a shaper
+        """Duration of ``cs`` from ``t0`` (under ``fixed`` links, whose state key is
+        ``fixed_key``, when given). ``tokens`` (per link, updated in place): a shaper
         bucket's bytes at the start; steps use them while their links hold any, each leaving
         what its bytes did not use. ``idle_acc`` (per link, added to in place; needs
         ``tokens``): every step then takes the token path, and each link's time not spent
@@ -493,7 +547,7 @@ class StepwiseNetwork:
                                      tail=idx == last and left == 1)
                 left -= 1
             while left > 0:
-                key, lat, bw, nxt = self._state_at(ph, t, fixed)
+                key, lat, bw, nxt = self._state_at(ph, t, fixed, fixed_key)
                 step, tail = _step_times(*self._cost(ph, key, lat, bw), c_n, slots)
                 # The schedule's very last step drains the pipeline instead of feeding it.
                 final = idx == last

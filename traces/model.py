@@ -147,11 +147,25 @@ class PiecewiseTrace:
 
     # ----------------------------------------------------------------------- lookups
     def _local(self, t_s: float) -> tuple[float, float]:
-        """(offset of the period containing t, time inside it)."""
-        if self.period_s is None or t_s < self.period_s:
+        """(offset of the period containing t, time inside it); the time inside is in
+        ``[0, period)`` also where ``t_s / period`` rounds across a whole number."""
+        p = self.period_s
+        if p is None or t_s < p:
             return 0.0, t_s
-        k = math.floor(t_s / self.period_s)
-        return k * self.period_s, t_s - k * self.period_s
+        k = math.floor(t_s / p)
+        r = t_s - k * p
+        if r < 0.0:
+            k -= 1
+        elif r >= p:
+            k += 1
+        else:
+            return k * p, r
+        return k * p, t_s - k * p
+
+    def period_offset_s(self, t_s: float) -> float:
+        """Start (absolute seconds) of the period containing ``t_s`` (0 for a trace that does
+        not loop)."""
+        return self._local(t_s)[0]
 
     def state_index(self, t_s: float) -> int:
         """Index of the segment in force at time ``t_s`` (>= 0)."""
