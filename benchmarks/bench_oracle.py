@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each side")
     parser.add_argument("--big", action="store_true", help="add the 1,024-worker case")
     parser.add_argument("--only", default="", help="run only cases whose label contains this")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--json", action="store_true", help="print each row as a JSON line")
     args = parser.parse_args(argv)
     fids = [f for f in args.fidelity.split(",") if f]
     bad = [f for f in fids if f not in ("stepwise", "events")]
@@ -178,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
             row = measure(label, trace, workers, traces, fid, args.iterations, args.densities,
                           args.repeat)
             rows.append(row)
-            if not args.json:
+            if args.json:  # one line per row as it finishes (a long run keeps what it did)
+                sys.stdout.write(json.dumps(row) + "\n")
+                sys.stdout.flush()
+            else:
                 sys.stdout.write(
                     f"{label:<44} {fid:<8} with {min(row['with_reuse_s']):8.2f} s  without "
                     f"{min(row['without_reuse_s']):8.2f} s  {row['speedup']:6.2f}x  "
@@ -188,8 +191,6 @@ def main(argv: list[str] | None = None) -> int:
                     f"(mean {row['mean_state_s']:.3g} s, iteration {row['mean_iter_s']:.3g} s)"
                     f"  identical={row['identical_records']}\n")
                 sys.stdout.flush()
-    if args.json:
-        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
     return 0 if all(r["identical_records"] for r in rows) else 1
 
 
