@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from itertools import accumulate, islice, repeat
+from operator import mul, sub
 
 __all__ = ["LatencyDiffusion", "LinkForecast", "robust_scale", "steps_to_progress"]
 
@@ -59,7 +61,7 @@ class LinkForecast:
     def regime_start(self) -> int:
         """Number of observations before the regime in force (the accepted level shift; the
         window's first observation without one): it moves when a new shift is accepted."""
-        self._regime()
+        self._cut_at()
         first = self._seen - len(self._xs)
         return first + (self._cut or 0) if self._cut else 0
 
@@ -76,18 +78,25 @@ class LinkForecast:
     def __len__(self) -> int:
         return len(self._xs)
 
-    def _regime(self) -> list[float]:
-        """The window's observations since the last accepted level shift (all without one)."""
-        xs = list(self._xs)
+    def _cut_at(self) -> int | None:
+        """Index in the window of the regime's first observation (the level shift tested once
+        per window), or ``None`` when the whole window counts without a test."""
         base = 0
         if self._forced is not None:
             base = max(0, self._forced - (self._seen - len(self._xs)))
         if self._regime_steps <= 0 and not base:
-            return xs
+            return None
         if self._cut is None:
-            self._cut = base + (_level_shift(xs[base:], self._regime_steps, self._min_shift)
+            xs = list(self._xs) if not base else list(islice(self._xs, base, None))
+            self._cut = base + (_level_shift(xs, self._regime_steps, self._min_shift)
                                 if self._regime_steps > 0 else 0)
-        return xs[self._cut:]
+        return self._cut
+
+    def _regime(self) -> list[float]:
+        """The window's observations since the last accepted level shift (all without one)."""
+        cut = self._cut_at()
+        xs = list(self._xs)
+        return xs if cut is None else xs[cut:]
 
     def fit(self) -> tuple[float, float, float]:
         """``(level, trend per observation, residual std)`` in log units; level is the fitted
@@ -244,18 +253,48 @@ def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
     """Index of the first observation after the window's level shift (0 when there is none):
     the split into two constant levels with the least squared error, accepted when it explains
     :data:`_SHIFT_SHARE` of the variance, the levels differ by ``min_shift`` and the later one
-    has at least ``min_after`` observations."""
+    has at least ``min_after`` observations.
+
+    This runs every step (on a real run's critical path), so it is searched in two passes
+    with the plain loop's result, to the bit:
+
+    * a window whose range stays below ``min_shift`` by more than the rounding of a level's
+      mean (:data:`_MEAN_ROUNDING`) has no shift, whatever its split, and is not searched;
+    * every split's explained sum of squares is first computed the cheap way (``n D ** 2 /
+      (k (n - k))``, ``D`` the first level's sum less ``k`` means), and only the splits within
+      twice a bound on the two ways' rounding difference (:data:`_SPLIT_ROUNDING`) of the
+      greatest are computed exactly as the plain loop does; no other split can be the plain
+      loop's first greatest."""
     n = len(xs)
     if n < min_after + 2:
         return 0
+    lo, hi = min(xs), max(xs)
+    big = max(hi, -lo)
+    if hi - lo + _MEAN_ROUNDING * n * n * (1.0 + big) <= min_shift:
+        return 0  # no two levels' means can differ by more than min_shift
     total = sum(xs)
     mean = total / n
-    best_k, best_gain, head = 0, 0.0, 0.0
-    for k in range(1, n):
-        head += xs[k - 1]
-        m1, m2 = head / k, (total - head) / (n - k)
+    coef = _SPLITS.get(n)
+    if coef is None:
+        coef = _SPLITS[n] = [n / (k * (n - k)) for k in range(1, n)]
+    # The cheap way: D = the running sum of the deviations from the mean (zip stops at the
+    # n - 1 splits: the last observation starts none), then n D ** 2 / (k (n - k)).
+    dev = list(map(sub, xs, repeat(mean)))  # x - mean, as the plain loop's
+    cheap = [d * d * c for d, c in zip(accumulate(dev), coef)]  # noqa: B905 (a keyword costs)
+    top = max(cheap)
+    floor = top - 2.0 * (_SPLIT_ROUNDING * n ** 3 * (1.0 + big) ** 2 + _SPLIT_RELATIVE * top)
+    first = cheap.index(top)
+    cheap[first] = -math.inf
+    if max(cheap) < floor:
+        splits = [first + 1]  # the usual case: one candidate
+    else:
+        cheap[first] = top
+        splits = [k for k, v in enumerate(cheap, 1) if v >= floor]
+    best_k, best_gain = 0, 0.0
+    for k in splits:
+        head = sum(xs[:k])  # the plain loop's running sum (from 0, in order)
         # Between-levels sum of squares: what the split explains.
-        gain = k * (m1 - mean) ** 2 + (n - k) * (m2 - mean) ** 2
+        gain = k * (head / k - mean) ** 2 + (n - k) * ((total - head) / (n - k) - mean) ** 2
         if gain > best_gain:
             best_k, best_gain = k, gain
     # Without a split that explains anything, or one too young or too small, there is no
@@ -266,8 +305,30 @@ def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
     head = sum(xs[:best_k])
     if not abs((total - head) / (n - best_k) - head / best_k) > min_shift:
         return 0
-    sst = sum((x - mean) ** 2 for x in xs)
+    # The total sum of squares, squared by multiplying (each square within a unit or so of
+    # the plain ``(x - mean) ** 2``): the test is decided on it unless the gain falls within
+    # the bound of the two ways' difference, where the plain sum is taken.
+    sst = sum(map(mul, dev, dev))
+    near = _SUM_ROUNDING * (n + 1) * sst
+    if not (sst > 0.0 and near < math.inf) or abs(best_gain - _SHIFT_SHARE * sst) <= near:
+        sst = sum([d ** 2 for d in dev])  # the plain generator's sum, in its order
     return best_k if sst > 0.0 and best_gain >= _SHIFT_SHARE * sst else 0
+
+
+#: Bound on the rounding of a mean of ``n`` observations (sequentially summed, and a mean of
+#: the rest from the total), as a multiple of ``n ** 2`` and of the values' magnitude: over a
+#: thousand times the worst case of IEEE double arithmetic (a few units of 2 ** -53).
+_MEAN_ROUNDING = 1e-12
+#: Bound on how far a split's explained sum of squares computed the cheap way and the plain way
+#: can differ: this times ``n ** 3 (1 + max |x|) ** 2`` plus :data:`_SPLIT_RELATIVE` times the
+#: value (the worst case of IEEE double arithmetic is under 128 and 16 units of 2 ** -53).
+_SPLIT_ROUNDING = 1e-12
+_SPLIT_RELATIVE = 1e-13
+#: Bound on the relative difference of a sum of ``n`` squares taken by multiplying and by
+#: ``** 2``, per square: over a hundred times the worst case (about 2 units of 2 ** -53).
+_SUM_ROUNDING = 1e-13
+#: ``n / (k (n - k))`` for each split ``k`` of a window of ``n`` (per window length).
+_SPLITS: dict[int, list[float]] = {}
 
 
 def steps_to_progress(

@@ -28,9 +28,6 @@ _COEFF_CACHE_MAX = 100_000
 _AHEAD = 2
 #: Relative slack of the pruning bound of :meth:`MpcPlanning._plan_scores`.
 _PRUNE_SLACK = 1.0 + 1e-9
-#: A latency estimate this many times its window's median is a jump the planner also reads as
-#: bytes (``byte_reading``).
-_JUMP = 2.0
 #: Cached per (density, mid-step): efficiency, equilibrium lag, relaxation rate and
 #: ``(1 - rate) ** _CHUNK``.
 _Coeffs = tuple[float, float, float, float]
@@ -63,6 +60,9 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
     probe_factor: float
     _last_probe: int
     _recent: deque[float]
+    #: The scenarios the last plan at the forecast's own bandwidth priced, and for which
+    #: observation (:meth:`_forecast_band` reads them).
+    _planned_links: tuple[Observation, list[tuple[float, float]]] | None = None
 
     def _row(self, density: float, chunks: int, ahead: int = 0) -> list[_Coeffs]:
         """This plan's coefficients of ``density`` for its first ``chunks`` chunks at least
@@ -199,37 +199,6 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
             out = [(lat * lat_k, bw * bw_k) for lat, bw in out]
         return out
 
-    def _read_as_bytes(self, obs: Observation) -> tuple[float, float] | None:
-        """``obs``'s measured communication read with the latency at the forecast window's
-        median and the rest booked as bytes, as factors on the estimate's ``(latency, bandwidth)``
-        (both below 1), when the latency
-        estimate stands more than :data:`_JUMP` times above that median and this reading is
-        slower on bytes than the estimate (None otherwise). On a split the measurements do
-        not resolve (the byte term a few percent of each collective), a slowdown the monitor
-        books as latency may be the bandwidth's; the planner prices both readings."""
-        d = obs.decision
-        lat, bw = obs.latency_s, obs.bandwidth_Bps
-        measured = obs.extra.get("link_comm_s", obs.comm_s)
-        if d is None or lat is None or bw is None or measured is None or not measured > 0.0:
-            return None
-        if obs.extra.get("split_guessed", 0.0) != 1.0:
-            return None  # a split the monitor resolved: the jump is the latency's
-        base = self._lat.window_median()
-        if not lat > _JUMP * base:
-            return None
-        n_alpha = n_bytes = 0.0
-        for i, m in enumerate(obs.bucket_bytes or (obs.grad_bytes,)):
-            coll = d.collective_for(i)
-            terms = self._comm_terms(coll, obs, float(m), d.density, d.compressor)
-            corr = math.exp(self._correction(coll))
-            n_alpha += terms.n_alpha * corr
-            n_bytes += terms.n_bytes * corr
-        rest = measured - n_alpha * base
-        if not (rest > 0.0 and n_bytes > 0.0):
-            return None
-        slow = n_bytes / rest
-        return (base / lat, slow / bw) if slow < bw else None
-
     def _delta(self) -> tuple[float, bool]:
         """Progress to plan for, and whether it is the way to a real target."""
         to_target = 0.0 < self.target_progress and self._state.progress < self.target_progress
@@ -237,13 +206,17 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
             self.horizon_progress)
         return delta, to_target
 
-    def _forecast_band(self, link: tuple[float, float], lat_floor: float, bw_floor: float
-                       ) -> tuple[float, float, float, float]:
+    def _forecast_band(self, link: tuple[float, float], lat_floor: float, bw_floor: float,
+                       obs: Observation | None = None) -> tuple[float, float, float, float]:
         """The plan's scenarios' range of log latency and log bandwidth (each raised to its
-        floor), with ``link`` (the log estimate planned on) in it."""
+        floor), with ``link`` (the log estimate planned on) in it. The scenarios the plan of
+        ``obs`` priced are not forecast again (nothing has moved since)."""
         lats = [link[0]]
         bws = [link[1]]
-        for lat, bw in self._scenario_links():
+        planned = self._planned_links
+        links = planned[1] if obs is not None and planned is not None and planned[0] is obs else (
+            self._scenario_links())
+        for lat, bw in links:
             lats.append(math.log(max(lat, lat_floor)))
             bws.append(math.log(max(bw, bw_floor)))
         return min(lats), max(lats), min(bws), max(bws)
@@ -278,6 +251,8 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
         :func:`.mpc_search.plan_scores` (the same search with the per-call overhead taken
         out: a plan runs on a real run's critical path)."""
         links = self._scenario_links(bw_scale)
+        if bw_scale == 1.0:
+            self._planned_links = (obs, links)
         grid = self.grid
         it_s = self._iteration_s_grid(obs, links)
         st = self._state
