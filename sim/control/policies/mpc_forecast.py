@@ -114,7 +114,9 @@ class LinkForecast:
             return xs[-1], 0.0, 0.0
         mx = (n - 1) / 2.0
         my = sum(xs) / n
-        sxx = sum((i - mx) ** 2 for i in range(n))
+        sxx = _SXX.get(n)
+        if sxx is None:  # a function of the window's length alone
+            sxx = _SXX[n] = sum((i - mx) ** 2 for i in range(n))
         slope = sum((i - mx) * (x - my) for i, x in enumerate(xs)) / sxx
         level = my + slope * (n - 1 - mx)
         res = [x - (my + slope * (i - mx)) for i, x in enumerate(xs)]
@@ -243,6 +245,8 @@ class LatencyDiffusion:
         return math.sqrt(sq / dt * horizon_s)
 
 
+#: Per window length ``n``: the sum of squares of ``i - (n - 1) / 2`` over ``i < n``.
+_SXX: dict[int, float] = {}
 #: A walk reading needs the window at least this many times above the signal's floor.
 _FLOOR_CLEARANCE = 10.0
 #: Share of a window's variance two constant levels must explain to count as a level shift.

@@ -46,9 +46,7 @@ HEDGE_RECENT = 3
 #: estimate is a mis-split of it; a link that moved leaves them behind again in the next one.
 _LEFT_BEHIND = 2
 _BACKWARD_SHARE = 2.0 / 3.0
-#: A latency estimate this many times its window's median is a jump the planner also reads as
-#: bytes (``byte_reading``).
-_JUMP = 2.0
+
 
 
 class BucketLayout:
@@ -108,6 +106,11 @@ class MpcLearning(MpcPricing, UsesProgressModel):
     _ran_now: RanTerms | None = None
     _ran_obs: Observation | None = None
     _layout_obs: Observation | None = None
+
+    def _read_as_bytes(self, obs: Observation) -> tuple[float, float] | None:
+        """The bytes reading of a guessed split's latency jump (the planner's:
+        :meth:`.mpc_plan.MpcPlanning._read_as_bytes`)."""
+        raise NotImplementedError
 
     def _layout(self, obs: Observation) -> BucketLayout:
         """``obs``'s bucket layout (the last one again while the buckets are the same)."""
@@ -179,37 +182,6 @@ class MpcLearning(MpcPricing, UsesProgressModel):
             self._last_it_s = it_s
         self._learn_window(obs, layout)
         return it_s
-
-    def _read_as_bytes(self, obs: Observation) -> tuple[float, float] | None:
-        """``obs``'s measured communication read with the latency at the forecast window's
-        median and the rest booked as bytes, as factors on the estimate's ``(latency, bandwidth)``
-        (both below 1), when the latency
-        estimate stands more than :data:`_JUMP` times above that median and this reading is
-        slower on bytes than the estimate (None otherwise). On a split the measurements do
-        not resolve (the byte term a few percent of each collective), a slowdown the monitor
-        books as latency may be the bandwidth's; the planner prices both readings."""
-        d = obs.decision
-        lat, bw = obs.latency_s, obs.bandwidth_Bps
-        measured = obs.extra.get("link_comm_s", obs.comm_s)
-        if d is None or lat is None or bw is None or measured is None or not measured > 0.0:
-            return None
-        if obs.extra.get("split_guessed", 0.0) != 1.0:
-            return None  # a split the monitor resolved: the jump is the latency's
-        base = self._lat.window_median()
-        if not lat > _JUMP * base:
-            return None
-        n_alpha = n_bytes = 0.0
-        for i, m in enumerate(obs.bucket_bytes or (obs.grad_bytes,)):
-            coll = d.collective_for(i)
-            terms = self._comm_terms(coll, obs, float(m), d.density, d.compressor)
-            corr = math.exp(self._correction(coll))
-            n_alpha += terms.n_alpha * corr
-            n_bytes += terms.n_bytes * corr
-        rest = measured - n_alpha * base
-        if not (rest > 0.0 and n_bytes > 0.0):
-            return None
-        slow = n_bytes / rest
-        return (base / lat, slow / bw) if slow < bw else None
 
     def _learn_correction(self, obs: Observation, layout: BucketLayout | None) -> None:
         """Move the log correction of each collective ``obs``'s decision ran over (on

@@ -28,6 +28,9 @@ _COEFF_CACHE_MAX = 100_000
 _AHEAD = 2
 #: Relative slack of the pruning bound of :meth:`MpcPlanning._plan_scores`.
 _PRUNE_SLACK = 1.0 + 1e-9
+#: A latency estimate this many times its window's median is a jump the planner also reads as
+#: bytes (``byte_reading``).
+_JUMP = 2.0
 #: Cached per (density, mid-step): efficiency, equilibrium lag, relaxation rate and
 #: ``(1 - rate) ** _CHUNK``.
 _Coeffs = tuple[float, float, float, float]
@@ -198,6 +201,37 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
             lat_k, bw_k = self._bytes_link
             out = [(lat * lat_k, bw * bw_k) for lat, bw in out]
         return out
+
+    def _read_as_bytes(self, obs: Observation) -> tuple[float, float] | None:
+        """``obs``'s measured communication read with the latency at the forecast window's
+        median and the rest booked as bytes, as factors on the estimate's ``(latency, bandwidth)``
+        (both below 1), when the latency
+        estimate stands more than :data:`_JUMP` times above that median and this reading is
+        slower on bytes than the estimate (None otherwise). On a split the measurements do
+        not resolve (the byte term a few percent of each collective), a slowdown the monitor
+        books as latency may be the bandwidth's; the planner prices both readings."""
+        d = obs.decision
+        lat, bw = obs.latency_s, obs.bandwidth_Bps
+        measured = obs.extra.get("link_comm_s", obs.comm_s)
+        if d is None or lat is None or bw is None or measured is None or not measured > 0.0:
+            return None
+        if obs.extra.get("split_guessed", 0.0) != 1.0:
+            return None  # a split the monitor resolved: the jump is the latency's
+        base = self._lat.window_median()
+        if not lat > _JUMP * base:
+            return None
+        n_alpha = n_bytes = 0.0
+        for i, m in enumerate(obs.bucket_bytes or (obs.grad_bytes,)):
+            coll = d.collective_for(i)
+            terms = self._comm_terms(coll, obs, float(m), d.density, d.compressor)
+            corr = math.exp(self._correction(coll))
+            n_alpha += terms.n_alpha * corr
+            n_bytes += terms.n_bytes * corr
+        rest = measured - n_alpha * base
+        if not (rest > 0.0 and n_bytes > 0.0):
+            return None
+        slow = n_bytes / rest
+        return (base / lat, slow / bw) if slow < bw else None
 
     def _delta(self) -> tuple[float, bool]:
         """Progress to plan for, and whether it is the way to a real target."""
