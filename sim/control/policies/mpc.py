@@ -283,6 +283,21 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         )
         return chosen
 
+    def _forecast_band(self, link: tuple[float, float], lat_floor: float, bw_floor: float,
+                       obs: Observation | None = None) -> tuple[float, float, float, float]:
+        """The plan's scenarios' range of log latency and log bandwidth (each raised to its
+        floor), with ``link`` (the log estimate planned on) in it. The scenarios the plan of
+        ``obs`` priced are not forecast again (nothing has moved since)."""
+        lats = [link[0]]
+        bws = [link[1]]
+        planned = self._planned_links
+        links = planned[1] if obs is not None and planned is not None and planned[0] is obs else (
+            self._scenario_links())
+        for lat, bw in links:
+            lats.append(math.log(max(lat, lat_floor)))
+            bws.append(math.log(max(bw, bw_floor)))
+        return min(lats), max(lats), min(bws), max(bws)
+
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
         with the least corrected predicted time on the current estimates."""

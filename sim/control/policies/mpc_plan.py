@@ -15,7 +15,7 @@ from ..progress import ProgressState, UsesProgressModel
 from ..types import Observation
 from .mpc_forecast import LinkForecast
 from .mpc_price_grid import MpcGridPricing
-from .mpc_search import NonPositiveGain, PlanRows, plan_scores
+from .mpc_search import NonPositiveGain, PlanRows, plan_scores, single_floors, single_scores
 
 __all__ = ["MpcPlanning"]
 
@@ -240,21 +240,6 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
             self.horizon_progress)
         return delta, to_target
 
-    def _forecast_band(self, link: tuple[float, float], lat_floor: float, bw_floor: float,
-                       obs: Observation | None = None) -> tuple[float, float, float, float]:
-        """The plan's scenarios' range of log latency and log bandwidth (each raised to its
-        floor), with ``link`` (the log estimate planned on) in it. The scenarios the plan of
-        ``obs`` priced are not forecast again (nothing has moved since)."""
-        lats = [link[0]]
-        bws = [link[1]]
-        planned = self._planned_links
-        links = planned[1] if obs is not None and planned is not None and planned[0] is obs else (
-            self._scenario_links())
-        for lat, bw in links:
-            lats.append(math.log(max(lat, lat_floor)))
-            bws.append(math.log(max(bw, bw_floor)))
-        return min(lats), max(lats), min(bws), max(bws)
-
     def _probe(self, obs: Observation, chosen: float) -> float | None:
         """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
         module docstring): the best single-density plan on a ``probe_factor`` times faster
@@ -316,7 +301,9 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
         ``exact``'s score are computed exactly, the others only as far as shows they are not
         the least: densities are searched in order of their single-phase score, and a
         two-phase plan whose first phase alone (its mean over the scenarios, a lower bound of
-        its score) already exceeds the least score found so far is not finished. What a plan
+        its score) already exceeds the least score found so far is not finished; without
+        two-phase plans, a density whose floor (:func:`.mpc_search.single_floors`) exceeds the
+        least score found is not finished either, its floor stands for its score. What a plan
         picks is the same, at a fraction of the cost (the plan runs on a real run's critical
         path)."""
         links = self._scenario_links(bw_scale)
@@ -330,6 +317,18 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
         self._start_rows(t0)
         goal = st.progress + delta
         cap = 50.0 * delta + 1000.0
+        floors = None if two_phase or exact is None else single_floors(
+            self.progress_model, self.progress_model.gain_matrix(self.compressor, self.grid),
+            self.grid, self._gain_ratio, st, delta, [it_s[d] for d in self.grid], self.risk)
+        if floors is not None and exact is not None:
+            # Single-density plans with ``exact``: one whose floor (a lower bound of its score)
+            # exceeds the least score found is not finished (:func:`.mpc_search.single_scores`).
+            def held_to_goal(i: int) -> float:
+                n = min(self._finish(self.grid[i], 0, st.q, st.lag, st.progress, goal, cap), cap)
+                return self._robust([n * x for x in it_s[self.grid[i]]])
+
+            return dict(zip(self.grid, single_scores(floors, self.grid.index(exact), held_to_goal),
+                            strict=True))
         single = {d: min(self._finish(d, 0, st.q, st.lag, st.progress, goal, cap), cap)
                   for d in self.grid}
         scores = {d: self._robust([single[d] * x for x in it_s[d]]) for d in self.grid}
