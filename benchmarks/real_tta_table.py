@@ -75,18 +75,19 @@ def invocation(path: Path, keep: Path, policies: list[str] | None) -> dict[str, 
 def _markdown(rows: list[dict[str, Any]]) -> str:
     lines = []
     for r in rows:
-        cells = [r["invocation"], "%.2f-%.2f" % tuple(r["load_1min"]),
-                 "%s: %.3f (%s)" % (r["best_fixed"].split()[1], r["best_fixed_s"],
-                                    " / ".join(f"{x:.3f}" for x in r["best_fixed_seeds_s"])),
-                 "%s, +%.2f%%" % (r["second_fixed"].split()[1], 100 * r["second_over_best"])]
+        lo, hi = r["load_1min"]
+        seeds = " / ".join(f"{x:.3f}" for x in r["best_fixed_seeds_s"])
+        cells = [r["invocation"], f"{lo:.2f}-{hi:.2f}",
+                 f"{r['best_fixed'].split()[1]}: {r['best_fixed_s']:.3f} ({seeds})",
+                 f"{r['second_fixed'].split()[1]}, +{100 * r['second_over_best']:.2f}%"]
         for p in r["policies"].values():
-            cells += ["%.3f (%s)" % (p["mean_s"], " / ".join(f"{x:.3f}" for x in p["seeds_s"])),
-                      "%.3fx" % p["over_best"],
+            seeds = " / ".join(f"{x:.3f}" for x in p["seeds_s"])
+            cells += [f"{p['mean_s']:.3f} ({seeds})", f"{p['over_best']:.3f}x",
                       "/".join(f"{x:.0f}" for x in p["iterations"]),
                       "/".join(f"{100 * x:.0f}" for x in p["slow_above"]) + "%",
-                      "%.3f ms" % p["decide_ms"]]
+                      f"{p['decide_ms']:.3f} ms"]
         fd = r["fixed_decide_ms"]
-        cells.append("%.3f-%.3f ms" % (min(fd), max(fd)))
+        cells.append(f"{min(fd):.3f}-{max(fd):.3f} ms")
         lines.append("| " + " | ".join(cells) + " |")
     for name in rows[0]["policies"]:
         ratios = [r["policies"][name]["over_best"] for r in rows if name in r["policies"]]
