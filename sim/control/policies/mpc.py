@@ -306,7 +306,10 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         # What the base class's decision builder would give, less its own "auto" collective
         # choice (replaced below, so not computed: this runs on a real run's critical path).
         # Whether ``obs`` ran under the decision in force does not matter to this controller.
-        density = self.density = self._clip(self._next_density(obs, True))
+        density = float(self._next_density(obs, True))
+        # DensityPolicy._clip, its two-value min and max written as their comparisons.
+        density = density if density > self.min_density else self.min_density
+        density = self.density = density if density < self.max_density else self.max_density
         dense = density >= 1.0
         compressor = "none" if dense else self.compressor
         value = 1.0 if dense else float(density)
@@ -346,10 +349,16 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         if len(self._bw) == 0 or it_s is None:
             return self._held
         self._since_plan += 1
-        link = (math.log(max(obs.latency_s or 0.0, _LATENCY_FLOOR_S)),
-                math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
+        # (Two-value ``max`` written as the comparison it makes: cheaper than the call.)
+        lat = obs.latency_s or 0.0
+        bw = obs.bandwidth_Bps or 0.0
+        link = (math.log(_LATENCY_FLOOR_S if _LATENCY_FLOOR_S > lat else lat),
+                math.log(_BANDWIDTH_FLOOR_BPS if _BANDWIDTH_FLOOR_BPS > bw else bw))
         planned_lat, planned_bw = self._planned_on
-        moved = max(abs(link[0] - planned_lat), abs(link[1] - planned_bw))
+        moved = abs(link[0] - planned_lat)
+        moved_bw = abs(link[1] - planned_bw)
+        if moved_bw > moved:
+            moved = moved_bw
         if moved >= math.log1p(self.replan_change) and self.replan_band:
             # Inside the band the last plan priced (its scenarios), the move was hedged for.
             lo_l, hi_l, lo_b, hi_b = self._band

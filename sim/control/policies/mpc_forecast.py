@@ -1,14 +1,17 @@
 """Link forecasts of :mod:`sim.control.policies.mpc`: level, trend and spread of a monitor
 signal in log space, cut at the last level shift, and the iterations a constant gain needs for
 a given progress (kept for callers and tests; the planner runs the model chunk by chunk), and
-the rate a latency estimate moves at (:class:`LatencyDiffusion`)."""
+the rate a latency estimate moves at (:class:`LatencyDiffusion`, from :mod:`.mpc_latency`)."""
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 from itertools import accumulate, islice, repeat
 from operator import mul, sub
+
+from .mpc_latency import LatencyDiffusion
 
 __all__ = ["LatencyDiffusion", "LinkForecast", "robust_scale", "steps_to_progress"]
 
@@ -48,11 +51,23 @@ class LinkForecast:
         self._walk_on = bool(walk)
         #: :meth:`walk` of the current window.
         self._walk: tuple[float, float, float, float] | None = None
+        #: The window's values in order (kept as it slides: its least, greatest and median
+        #: values are read every step); None once a NaN came in, which has no order.
+        self._sorted: list[float] | None = []
 
     def update(self, value: float) -> None:
         """Add one observation (positive; raised to the floor first, so that a signal touching
         zero does not send the log-space fit to minus infinity)."""
-        self._xs.append(math.log(max(value, self._floor)))
+        x = math.log(self._floor if self._floor > value else value)  # max(value, floor)
+        ordered = self._sorted
+        if ordered is not None:
+            if x != x:
+                self._sorted = None
+            else:
+                if len(self._xs) == self._xs.maxlen:
+                    del ordered[bisect_left(ordered, self._xs[0])]
+                insort(ordered, x)
+        self._xs.append(x)
         self._seen += 1
         self._cut = None
         self._fit = None
@@ -87,9 +102,14 @@ class LinkForecast:
         if self._regime_steps <= 0 and not base:
             return None
         if self._cut is None:
-            xs = list(self._xs) if not base else list(islice(self._xs, base, None))
-            self._cut = base + (_level_shift(xs, self._regime_steps, self._min_shift)
-                                if self._regime_steps > 0 else 0)
+            if self._regime_steps <= 0:
+                self._cut = base
+            elif base or self._sorted is None:
+                self._cut = base + _level_shift(list(islice(self._xs, base, None)),
+                                                self._regime_steps, self._min_shift)
+            else:  # the whole window: its least and greatest values are kept in order
+                self._cut = _level_shift(list(self._xs), self._regime_steps, self._min_shift,
+                                         self._sorted[0], self._sorted[-1])
         return self._cut
 
     def _regime(self) -> list[float]:
@@ -172,7 +192,7 @@ class LinkForecast:
         regime cut and no walk reading, so a jump of the latest observations leaves it."""
         if not self._xs:
             return default
-        xs = sorted(self._xs)
+        xs = self._sorted if self._sorted is not None else sorted(self._xs)
         m = len(xs) // 2
         return math.exp(xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m]))
 
@@ -210,41 +230,6 @@ class LinkForecast:
         return math.exp(centre + z * std)
 
 
-class LatencyDiffusion:
-    """How fast a latency estimate has moved: the rate of its quadratic variation (seconds
-    squared of latency per second of run) over the last ``history`` observations.
-
-    For a latency that random-walks (additively, as the generators' walk and real queueing
-    delay do), the move over the next ``h`` seconds has a spread of ``sqrt(rate * h)``: what
-    the history shows the latency could reach within one iteration, even while the latest
-    estimates sit still (at a floor, say). A level that holds yields a rate of zero.
-    """
-
-    def __init__(self, history: int) -> None:
-        #: Squared moves and seconds between consecutive estimates, newest last (two windows
-        #: kept in step: the built-in ``sum`` adds each up in order, without a generator).
-        self._sq: deque[float] = deque(maxlen=history)
-        self._dt: deque[float] = deque(maxlen=history)
-        self._last: float | None = None
-
-    def update(self, latency_s: float, elapsed_s: float) -> None:
-        """Add the estimate ``latency_s`` observed ``elapsed_s`` seconds after the previous
-        one (the first observation only sets the level)."""
-        if self._last is not None and elapsed_s > 0.0:
-            self._sq.append((latency_s - self._last) ** 2)
-            self._dt.append(elapsed_s)
-        self._last = latency_s
-
-    def spread_s(self, horizon_s: float) -> float:
-        """Spread (standard deviation, seconds) of the latency's move over ``horizon_s``
-        seconds (0 before two observations)."""
-        if not self._sq or not horizon_s > 0.0:
-            return 0.0
-        sq = sum(self._sq)
-        dt = sum(self._dt)
-        return math.sqrt(sq / dt * horizon_s)
-
-
 #: Per window length ``n``: the sum of squares of ``i - (n - 1) / 2`` over ``i < n``.
 _SXX: dict[int, float] = {}
 #: A walk reading needs the window at least this many times above the signal's floor.
@@ -253,7 +238,8 @@ _FLOOR_CLEARANCE = 10.0
 _SHIFT_SHARE = 0.8
 
 
-def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
+def _level_shift(xs: list[float], min_after: int, min_shift: float,
+                 lo: float | None = None, hi: float | None = None) -> int:
     """Index of the first observation after the window's level shift (0 when there is none):
     the split into two constant levels with the least squared error, accepted when it explains
     :data:`_SHIFT_SHARE` of the variance, the levels differ by ``min_shift`` and the later one
@@ -268,12 +254,15 @@ def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
       (k (n - k))``, ``D`` the first level's sum less ``k`` means), and only the splits within
       twice a bound on the two ways' rounding difference (:data:`_SPLIT_ROUNDING`) of the
       greatest are computed exactly as the plain loop does; no other split can be the plain
-      loop's first greatest."""
+      loop's first greatest.
+
+    ``lo`` and ``hi``, when given, are ``min(xs)`` and ``max(xs)`` (a caller that keeps them)."""
     n = len(xs)
     if n < min_after + 2:
         return 0
-    lo, hi = min(xs), max(xs)
-    big = max(hi, -lo)
+    if lo is None or hi is None:
+        lo, hi = min(xs), max(xs)
+    big = -lo if -lo > hi else hi  # max(hi, -lo)
     if hi - lo + _MEAN_ROUNDING * n * n * (1.0 + big) <= min_shift:
         return 0  # no two levels' means can differ by more than min_shift
     total = sum(xs)

@@ -153,16 +153,21 @@ class MpcLearning(MpcPricing, UsesProgressModel):
                 gain = obs.gain if obs.gain is not None and obs.gain > 0.0 else model_gain
                 # ProgressModel.advance from step ``obs.step - 1``, written out (the same
                 # operations in the same order).
-                g = min(1.0, gain)
+                # (Two-value ``min`` and ``max`` written as the comparisons they make: the
+                # built-ins' call costs more than the arithmetic on this path.)
+                g = gain if gain < 1.0 else 1.0
                 t = obs.step
                 s = 1.0 / g - 1.0
-                lag = st.lag + min(1.0, pm.mu * g) * (
+                rate = pm.mu * g
+                lag = st.lag + (rate if rate < 1.0 else 1.0) * (
                     pm.lam * s / (1.0 + t * pm.inv_phase) - st.lag)
                 q = st.q + g**pm.alpha / (1.0 + s * pm.inv_knee)
                 self._state = ProgressState(t, q, lag, q - lag if q - lag > st.progress else (
                     st.progress))
                 if d.density < 1.0:
-                    self._gain_ratio = min(4.0, max(0.25, gain / model_gain))
+                    ratio = gain / model_gain
+                    ratio = ratio if ratio > 0.25 else 0.25
+                    self._gain_ratio = ratio if ratio < 4.0 else 4.0
                     if obs.compress_s is not None:
                         self._compress_s = obs.compress_s
         layout = self._layout(obs) if d is not None else None
@@ -204,14 +209,18 @@ class MpcLearning(MpcPricing, UsesProgressModel):
         # it made an untried one look cheap).
         link = obs.extra.get("link_comm_s", comm)
         if pred > 0.0 and link > 0.0 and obs.step > _SETTLE_STEPS:
-            r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(link / pred)))
+            r = math.log(link / pred)
+            r = r if r < _MAX_LOG_CORR else _MAX_LOG_CORR
+            r = r if r > -_MAX_LOG_CORR else -_MAX_LOG_CORR
             corr = self._corr
             for coll in (d.collective,) if not d.bucket_collectives else d.collectives_used():
                 # From the inherited value, one measurement moving it at most 0.3 log 2: a
                 # timing spike (a descheduled rank) cannot brand a collective slow for good,
                 # a sustained bias is learned within a few steps.
                 base = self._correction(coll)
-                step = max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, r - base))
+                step = r - base
+                step = step if step < _MAX_LOG_STEP else _MAX_LOG_STEP
+                step = step if step > -_MAX_LOG_STEP else -_MAX_LOG_STEP
                 corr[coll] = base + 0.3 * step
             self._priced_now.clear()
 
@@ -289,7 +298,7 @@ class MpcLearning(MpcPricing, UsesProgressModel):
             else:
                 x = layout.sizes[0]
             per_bucket = [comm * x / x if x > 0.0 else comm / 1]
-            least = min(cap, 0.0)
+            least = 0.0 if 0.0 < cap else cap  # min(cap, 0.0)
         else:
             if bw > 0.0:
                 shares = []
@@ -316,8 +325,10 @@ class MpcLearning(MpcPricing, UsesProgressModel):
             # window is at least ``least``; beyond that keep what an earlier measurement
             # determined, else assume backward is 2/3 of the compute (B = 2F).
             old = self._window_s[dense] if self._window_known[dense] else None
-            guess = old if old is not None else min(cap, _BACKWARD_SHARE * cap)
-            self._window_s[dense] = max(least, guess)
+            if old is None:
+                old = _BACKWARD_SHARE * cap
+                old = old if old < cap else cap
+            self._window_s[dense] = old if old > least else least
 
     def _hedged_choice(self, obs: Observation, density: float, bw: float) -> dict[float, str]:
         """:meth:`_robust_choice` over the latest estimate, the standing earlier ones

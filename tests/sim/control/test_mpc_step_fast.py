@@ -24,7 +24,7 @@ from sim.control.policies import mpc as mpc_module
 from sim.control.policies import mpc_forecast, mpc_learn
 from sim.control.policies.density_base import iteration_time_s
 from sim.control.policies.mpc import MpcPolicy
-from sim.control.policies.mpc_forecast import LinkForecast
+from sim.control.policies.mpc_forecast import LatencyDiffusion, LinkForecast
 from sim.control.progress import ProgressModel, ProgressState
 from sim.control.types import Decision, Observation
 from sim.control.world import controller_seed
@@ -389,3 +389,48 @@ def test_the_advance_written_out_is_the_models() -> None:
         g = gain if gain is not None and gain > 0.0 else model
         state = pm.advance(state, min(1.0, g))
         assert p._state == state
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([1.0, 1.1, 2.0, 30.0, 31.0, 1e3, 1e-7, math.nan]),
+                min_size=1, max_size=120),
+       st.integers(min_value=1, max_value=45), st.integers(min_value=0, max_value=8),
+       st.lists(st.integers(min_value=0, max_value=119), max_size=3))
+def test_the_window_kept_in_order_reads_as_the_plain_one(
+        values: list[float], history: int, regime_steps: int, forced: list[int]) -> None:
+    # The forecast keeps its window sorted as it slides (least, greatest and median read every
+    # step): the median, the regime and the values are those of the plain window, a NaN
+    # included (after which the plain window is read).
+    fast = LinkForecast(history, 1e-6, regime_steps)
+    plain = PlainForecast(history, 1e-6, regime_steps)
+    for k, v in enumerate(values):
+        for f in (fast, plain):
+            f.update(v)
+            if k in forced:
+                f.start_regime()
+        if fast._sorted is not None:
+            assert fast._sorted == sorted(fast._xs)
+        xs = sorted(plain._xs)
+        m = len(xs) // 2
+        want = math.exp(xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m]))
+        got = fast.window_median()
+        assert got == want or (math.isnan(got) and math.isnan(want))
+        assert fast.regime_start() == plain.regime_start()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1e-3, 1e-3, 1e-3, 2e-3, 0.0, 5e-2]),
+                          st.sampled_from([0.0, 1e-3, 7.5e-3, 0.02, math.inf])),
+                min_size=1, max_size=100),
+       st.integers(min_value=1, max_value=45),
+       st.sampled_from([0.0, 7.5e-3, 1.0, math.inf]))
+def test_the_latency_spread_is_the_plain_sums(moves: list[tuple[float, float]], history: int,
+                                              horizon: float) -> None:
+    # A window of moves that are all exactly 0 is not summed: the same spread as the sums.
+    f = LatencyDiffusion(history)
+    for lat, dt in moves:
+        f.update(lat, dt)
+        want = 0.0 if not f._sq or not horizon > 0.0 else math.sqrt(
+            sum(f._sq) / sum(f._dt) * horizon)
+        got = f.spread_s(horizon)
+        assert got == want or (math.isnan(got) and math.isnan(want))
