@@ -39,11 +39,12 @@ also priced as bytes) and the monitor options (``monitor_smoothing``,
 (MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs
 unchanged in real runs.
 
-Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing and what it learns
-:mod:`.mpc_pricing` (a whole grid at once for a plan: :mod:`.mpc_price_grid`), plan scoring,
-probing and the re-plan band :mod:`.mpc_plan` (mixins sharing this controller's state); the
-plan search itself runs in :mod:`.mpc_search` (the reference search's arithmetic, to the bit,
-with the per-call overhead taken out: a plan runs on a real run's critical path).
+Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing :mod:`.mpc_pricing`
+(a whole grid at once for a plan: :mod:`.mpc_price_grid`), what every step learns and its
+collective hedge :mod:`.mpc_learn`, plan scoring, probing and the re-plan band
+:mod:`.mpc_plan` (mixins sharing this controller's state); the plan search itself runs in
+:mod:`.mpc_search` (the reference search's arithmetic, to the bit, with the per-call overhead
+taken out: a plan, and every step, runs on a real run's critical path).
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ from ..progress import ProgressState, UsesRecalibratedModel
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED
 from ..types import Decision, Observation
-from .density_base import DensityPolicy, iteration_time_s
+from .density_base import DensityPolicy
 from .mpc_forecast import LatencyDiffusion, LinkForecast, steps_to_progress
+from .mpc_learn import HEDGE_RECENT, MpcLearning
 from .mpc_plan import MpcPlanning
 
 __all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
@@ -77,7 +79,7 @@ _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 
 @register_policy(
     "mpc", "Model-predictive: forecast the link, predict time-to-target per density, apply, re-plan."
 )
-class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
+class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
     """Receding-horizon density choice on the convergence model and a link forecast."""
 
     def __init__(
@@ -215,6 +217,7 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
                 for comp in ("none", self.compressor)
             }
             self._terms.clear()
+            self._ran_now = None
             self._priced_terms.clear()
             self._grid_terms.clear()
             self._priced_now.clear()
@@ -232,13 +235,14 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         self._bytes_link: tuple[float, float] | None = None  # ``_read_as_bytes``
         self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
                                self.replan_change, robust=self.robust_spread)
-        self._links = deque()  # bounded by :meth:`_note_link`
+        self._links = deque(maxlen=HEDGE_RECENT + 1)
         self._since_plan = 0
         self._planned = False
         self._planned_on: tuple[float, float] = (0.0, 0.0)
         #: The last plan's forecast band in log units: (latency low, high, bandwidth low, high)
         #: over its scenarios (``replan_band``).
         self._band: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+        self._planned_links = None
         self._regime_on = 0
         #: Consecutive observations whose link moved past ``replan_change`` from the plan's.
         self._moved_run = 0
@@ -266,37 +270,6 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         self._last_probe = -(10**9)
         self._recent: deque[float] = deque(maxlen=max(1, self.probe_every))
 
-    # ------------------------------------------------------------------ bookkeeping
-
-    def _track(self, obs: Observation) -> None:
-        """Advance the model state with the measured gain; learn compression and overlap."""
-        pm = self.progress_model
-        d = obs.decision
-        if d is not None and obs.step > self._state.step:
-            model_gain = pm.gain(d.compressor, d.density, obs.step)
-            gain = obs.gain if obs.gain is not None and obs.gain > 0.0 else model_gain
-            self._state = pm.advance(
-                ProgressState(obs.step - 1, self._state.q, self._state.lag, self._state.progress),
-                min(1.0, gain),
-            )
-            if d.density < 1.0:
-                self._gain_ratio = min(4.0, max(0.25, gain / model_gain))
-                if obs.compress_s is not None:
-                    self._compress_s = obs.compress_s
-        self._learn_correction(obs)
-        if obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0:
-            self._note_link(obs)
-            self._bw.update(obs.bandwidth_Bps)
-        if obs.latency_s is not None and obs.latency_s > 0.0:
-            self._lat.update(obs.latency_s)
-            if self.byte_reading:
-                self._bytes_link = self._read_as_bytes(obs)
-        it_s = iteration_time_s(obs)
-        if it_s is not None and obs.latency_s is not None:
-            self._lat_moves.update(obs.latency_s, it_s)
-            self._last_it_s = it_s
-        self._learn_window(obs)
-
     def _plan(self, obs: Observation) -> float:
         # Two-phase plans only towards a real target: a rolling horizon would always plan the
         # finishing switch for later.
@@ -310,6 +283,21 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         )
         return chosen
 
+    def _forecast_band(self, link: tuple[float, float], lat_floor: float, bw_floor: float,
+                       obs: Observation | None = None) -> tuple[float, float, float, float]:
+        """The plan's scenarios' range of log latency and log bandwidth (each raised to its
+        floor), with ``link`` (the log estimate planned on) in it. The scenarios the plan of
+        ``obs`` priced are not forecast again (nothing has moved since)."""
+        lats = [link[0]]
+        bws = [link[1]]
+        planned = self._planned_links
+        links = planned[1] if obs is not None and planned is not None and planned[0] is obs else (
+            self._scenario_links())
+        for lat, bw in links:
+            lats.append(math.log(max(lat, lat_floor)))
+            bws.append(math.log(max(bw, bw_floor)))
+        return min(lats), max(lats), min(bws), max(bws)
+
     def decide(self, obs: Observation) -> Decision:
         """The planned density; under ``collective="auto"`` each bucket over the collective
         with the least corrected predicted time on the current estimates."""
@@ -317,50 +305,60 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
             return super().decide(obs)
         # What the base class's decision builder would give, less its own "auto" collective
         # choice (replaced below, so not computed: this runs on a real run's critical path).
-        self.density = self._clip(self._next_density(obs, self._is_current(obs)))
-        dense = self.density >= 1.0
+        # Whether ``obs`` ran under the decision in force does not matter to this controller.
+        density = float(self._next_density(obs, True))
+        # DensityPolicy._clip, its two-value min and max written as their comparisons.
+        density = density if density > self.min_density else self.min_density
+        density = self.density = density if density < self.max_density else self.max_density
+        dense = density >= 1.0
         compressor = "none" if dense else self.compressor
-        density = 1.0 if dense else float(self.density)
-        if obs.bandwidth_Bps is None or not obs.bandwidth_Bps > 0:
-            choice = self._minimax_choice(obs, self.density)
+        value = 1.0 if dense else float(density)
+        bw = obs.bandwidth_Bps
+        if bw is None or not bw > 0:
+            choice = self._minimax_choice(obs, density)
         elif self.collective_regret > 0.0 and len(self._bw) > 0:
             # The latest estimate and the ones before it: a collective the latest alone
-            # makes cheapest must not be many times the best on the link just measured.
-            lat = obs.latency_s or 0.0
-            links = [(lat, obs.bandwidth_Bps), *self._standing_links()]
-            # And the latency the history says the next iteration may meet (module doc).
-            rise = self.spread * self._lat_moves.spread_s(self._last_it_s)
-            if rise > 0.0:
-                links.append((lat + rise, obs.bandwidth_Bps))
-            choice = self._robust_choice(obs, self.density, links, self.collective_regret)
+            # makes cheapest must not be many times the best on the link just measured; and
+            # the latency the history says the next iteration may meet (module doc).
+            choice = self._hedged_choice(obs, density, bw)
         else:
-            choice = self._comm_s(obs, self.density, obs.latency_s or 0.0, obs.bandwidth_Bps)[0]
-        sizes = [float(b) for b in (obs.bucket_bytes or (obs.grad_bytes,))]
-        colls = tuple(choice[m] for m in sizes)
-        largest = max(range(len(sizes)), key=lambda k: sizes[k])
-        per_bucket = colls if len(set(colls)) > 1 else ()
+            choice = self._comm_s(obs, density, obs.latency_s or 0.0, bw)[0]
+        layout = self._layout(obs)
+        picked = set(choice.values())
+        if len(picked) == 1:
+            collective = picked.pop()
+            per_bucket: tuple[str, ...] = ()
+        else:
+            per_bucket = tuple([choice[m] for m in layout.sizes])
+            collective = per_bucket[layout.largest]
         last = self._last
         # The same decision as the last one is not built again (a step that did not plan).
         if last is None or (
             last.compressor, last.density, last.collective, last.bucket_collectives, last.sync,
             last.groups, last.shuffle_every,
-        ) != (compressor, density, colls[largest], per_bucket, "allreduce", 1, 1):
-            last = self._last = Decision(compressor, density, colls[largest], per_bucket)
+        ) != (compressor, value, collective, per_bucket, "allreduce", 1, 1):
+            last = self._last = Decision(compressor, value, collective, per_bucket)
         return last
-
     def _next_density(self, obs: Observation, current: bool) -> float:
-        self._track(obs)
+        it_s = self._track(obs)
         if obs.decision is not None:
             self._recent.append(obs.decision.density)
         if self._probing:
             self._probing = False
             return self._held
-        if len(self._bw) == 0 or iteration_time_s(obs) is None:
+        if len(self._bw) == 0 or it_s is None:
             return self._held
         self._since_plan += 1
-        link = (math.log(max(obs.latency_s or 0.0, _LATENCY_FLOOR_S)),
-                math.log(max(obs.bandwidth_Bps or 0.0, _BANDWIDTH_FLOOR_BPS)))
-        moved = max(abs(a - b) for a, b in zip(link, self._planned_on, strict=True))
+        # (Two-value ``max`` written as the comparison it makes: cheaper than the call.)
+        lat = obs.latency_s or 0.0
+        bw = obs.bandwidth_Bps or 0.0
+        link = (math.log(_LATENCY_FLOOR_S if _LATENCY_FLOOR_S > lat else lat),
+                math.log(_BANDWIDTH_FLOOR_BPS if _BANDWIDTH_FLOOR_BPS > bw else bw))
+        planned_lat, planned_bw = self._planned_on
+        moved = abs(link[0] - planned_lat)
+        moved_bw = abs(link[1] - planned_bw)
+        if moved_bw > moved:
+            moved = moved_bw
         if moved >= math.log1p(self.replan_change) and self.replan_band:
             # Inside the band the last plan priced (its scenarios), the move was hedged for.
             lo_l, hi_l, lo_b, hi_b = self._band
@@ -391,7 +389,7 @@ class MpcPolicy(MpcPlanning, UsesRecalibratedModel, DensityPolicy):
         self._regime_on = regime
         self._held = self._plan(obs)
         if self.replan_band:
-            self._band = self._forecast_band(link, _LATENCY_FLOOR_S, _BANDWIDTH_FLOOR_BPS)
+            self._band = self._forecast_band(link, _LATENCY_FLOOR_S, _BANDWIDTH_FLOOR_BPS, obs)
         probe = self._probe(obs, self._held)
         if probe is not None:
             self._probing = True

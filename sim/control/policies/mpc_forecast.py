@@ -1,12 +1,17 @@
 """Link forecasts of :mod:`sim.control.policies.mpc`: level, trend and spread of a monitor
 signal in log space, cut at the last level shift, and the iterations a constant gain needs for
 a given progress (kept for callers and tests; the planner runs the model chunk by chunk), and
-the rate a latency estimate moves at (:class:`LatencyDiffusion`)."""
+the rate a latency estimate moves at (:class:`LatencyDiffusion`, from :mod:`.mpc_latency`)."""
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
+from itertools import accumulate, islice, repeat
+from operator import mul, sub
+
+from .mpc_latency import LatencyDiffusion
 
 __all__ = ["LatencyDiffusion", "LinkForecast", "robust_scale", "steps_to_progress"]
 
@@ -46,11 +51,23 @@ class LinkForecast:
         self._walk_on = bool(walk)
         #: :meth:`walk` of the current window.
         self._walk: tuple[float, float, float, float] | None = None
+        #: The window's values in order (kept as it slides: its least, greatest and median
+        #: values are read every step); None once a NaN came in, which has no order.
+        self._sorted: list[float] | None = []
 
     def update(self, value: float) -> None:
         """Add one observation (positive; raised to the floor first, so that a signal touching
         zero does not send the log-space fit to minus infinity)."""
-        self._xs.append(math.log(max(value, self._floor)))
+        x = math.log(self._floor if self._floor > value else value)  # max(value, floor)
+        ordered = self._sorted
+        if ordered is not None:
+            if x != x:
+                self._sorted = None
+            else:
+                if len(self._xs) == self._xs.maxlen:
+                    del ordered[bisect_left(ordered, self._xs[0])]
+                insort(ordered, x)
+        self._xs.append(x)
         self._seen += 1
         self._cut = None
         self._fit = None
@@ -59,7 +76,7 @@ class LinkForecast:
     def regime_start(self) -> int:
         """Number of observations before the regime in force (the accepted level shift; the
         window's first observation without one): it moves when a new shift is accepted."""
-        self._regime()
+        self._cut_at()
         first = self._seen - len(self._xs)
         return first + (self._cut or 0) if self._cut else 0
 
@@ -76,18 +93,30 @@ class LinkForecast:
     def __len__(self) -> int:
         return len(self._xs)
 
-    def _regime(self) -> list[float]:
-        """The window's observations since the last accepted level shift (all without one)."""
-        xs = list(self._xs)
+    def _cut_at(self) -> int | None:
+        """Index in the window of the regime's first observation (the level shift tested once
+        per window), or ``None`` when the whole window counts without a test."""
         base = 0
         if self._forced is not None:
             base = max(0, self._forced - (self._seen - len(self._xs)))
         if self._regime_steps <= 0 and not base:
-            return xs
+            return None
         if self._cut is None:
-            self._cut = base + (_level_shift(xs[base:], self._regime_steps, self._min_shift)
-                                if self._regime_steps > 0 else 0)
-        return xs[self._cut:]
+            if self._regime_steps <= 0:
+                self._cut = base
+            elif base or self._sorted is None:
+                self._cut = base + _level_shift(list(islice(self._xs, base, None)),
+                                                self._regime_steps, self._min_shift)
+            else:  # the whole window: its least and greatest values are kept in order
+                self._cut = _level_shift(list(self._xs), self._regime_steps, self._min_shift,
+                                         self._sorted[0], self._sorted[-1])
+        return self._cut
+
+    def _regime(self) -> list[float]:
+        """The window's observations since the last accepted level shift (all without one)."""
+        cut = self._cut_at()
+        xs = list(self._xs)
+        return xs if cut is None else xs[cut:]
 
     def fit(self) -> tuple[float, float, float]:
         """``(level, trend per observation, residual std)`` in log units; level is the fitted
@@ -105,7 +134,9 @@ class LinkForecast:
             return xs[-1], 0.0, 0.0
         mx = (n - 1) / 2.0
         my = sum(xs) / n
-        sxx = sum((i - mx) ** 2 for i in range(n))
+        sxx = _SXX.get(n)
+        if sxx is None:  # a function of the window's length alone
+            sxx = _SXX[n] = sum((i - mx) ** 2 for i in range(n))
         slope = sum((i - mx) * (x - my) for i, x in enumerate(xs)) / sxx
         level = my + slope * (n - 1 - mx)
         res = [x - (my + slope * (i - mx)) for i, x in enumerate(xs)]
@@ -161,7 +192,7 @@ class LinkForecast:
         regime cut and no walk reading, so a jump of the latest observations leaves it."""
         if not self._xs:
             return default
-        xs = sorted(self._xs)
+        xs = self._sorted if self._sorted is not None else sorted(self._xs)
         m = len(xs) // 2
         return math.exp(xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m]))
 
@@ -199,63 +230,64 @@ class LinkForecast:
         return math.exp(centre + z * std)
 
 
-class LatencyDiffusion:
-    """How fast a latency estimate has moved: the rate of its quadratic variation (seconds
-    squared of latency per second of run) over the last ``history`` observations.
-
-    For a latency that random-walks (additively, as the generators' walk and real queueing
-    delay do), the move over the next ``h`` seconds has a spread of ``sqrt(rate * h)``: what
-    the history shows the latency could reach within one iteration, even while the latest
-    estimates sit still (at a floor, say). A level that holds yields a rate of zero.
-    """
-
-    def __init__(self, history: int) -> None:
-        #: Squared moves and seconds between consecutive estimates, newest last (two windows
-        #: kept in step: the built-in ``sum`` adds each up in order, without a generator).
-        self._sq: deque[float] = deque(maxlen=history)
-        self._dt: deque[float] = deque(maxlen=history)
-        self._last: float | None = None
-
-    def update(self, latency_s: float, elapsed_s: float) -> None:
-        """Add the estimate ``latency_s`` observed ``elapsed_s`` seconds after the previous
-        one (the first observation only sets the level)."""
-        if self._last is not None and elapsed_s > 0.0:
-            self._sq.append((latency_s - self._last) ** 2)
-            self._dt.append(elapsed_s)
-        self._last = latency_s
-
-    def spread_s(self, horizon_s: float) -> float:
-        """Spread (standard deviation, seconds) of the latency's move over ``horizon_s``
-        seconds (0 before two observations)."""
-        if not self._sq or not horizon_s > 0.0:
-            return 0.0
-        sq = sum(self._sq)
-        dt = sum(self._dt)
-        return math.sqrt(sq / dt * horizon_s)
-
-
+#: Per window length ``n``: the sum of squares of ``i - (n - 1) / 2`` over ``i < n``.
+_SXX: dict[int, float] = {}
 #: A walk reading needs the window at least this many times above the signal's floor.
 _FLOOR_CLEARANCE = 10.0
 #: Share of a window's variance two constant levels must explain to count as a level shift.
 _SHIFT_SHARE = 0.8
 
 
-def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
+def _level_shift(xs: list[float], min_after: int, min_shift: float,
+                 lo: float | None = None, hi: float | None = None) -> int:
     """Index of the first observation after the window's level shift (0 when there is none):
     the split into two constant levels with the least squared error, accepted when it explains
     :data:`_SHIFT_SHARE` of the variance, the levels differ by ``min_shift`` and the later one
-    has at least ``min_after`` observations."""
+    has at least ``min_after`` observations.
+
+    This runs every step (on a real run's critical path), so it is searched in two passes
+    with the plain loop's result, to the bit:
+
+    * a window whose range stays below ``min_shift`` by more than the rounding of a level's
+      mean (:data:`_MEAN_ROUNDING`) has no shift, whatever its split, and is not searched;
+    * every split's explained sum of squares is first computed the cheap way (``n D ** 2 /
+      (k (n - k))``, ``D`` the first level's sum less ``k`` means), and only the splits within
+      twice a bound on the two ways' rounding difference (:data:`_SPLIT_ROUNDING`) of the
+      greatest are computed exactly as the plain loop does; no other split can be the plain
+      loop's first greatest.
+
+    ``lo`` and ``hi``, when given, are ``min(xs)`` and ``max(xs)`` (a caller that keeps them)."""
     n = len(xs)
     if n < min_after + 2:
         return 0
+    if lo is None or hi is None:
+        lo, hi = min(xs), max(xs)
+    big = -lo if -lo > hi else hi  # max(hi, -lo)
+    if hi - lo + _MEAN_ROUNDING * n * n * (1.0 + big) <= min_shift:
+        return 0  # no two levels' means can differ by more than min_shift
     total = sum(xs)
     mean = total / n
-    best_k, best_gain, head = 0, 0.0, 0.0
-    for k in range(1, n):
-        head += xs[k - 1]
-        m1, m2 = head / k, (total - head) / (n - k)
+    coef = _SPLITS.get(n)
+    if coef is None:
+        coef = _SPLITS[n] = [n / (k * (n - k)) for k in range(1, n)]
+    # The cheap way: D = the running sum of the deviations from the mean (zip stops at the
+    # n - 1 splits: the last observation starts none), then n D ** 2 / (k (n - k)).
+    dev = list(map(sub, xs, repeat(mean)))  # x - mean, as the plain loop's
+    cheap = [d * d * c for d, c in zip(accumulate(dev), coef)]  # noqa: B905 (a keyword costs)
+    top = max(cheap)
+    floor = top - 2.0 * (_SPLIT_ROUNDING * n ** 3 * (1.0 + big) ** 2 + _SPLIT_RELATIVE * top)
+    first = cheap.index(top)
+    cheap[first] = -math.inf
+    if max(cheap) < floor:
+        splits = [first + 1]  # the usual case: one candidate
+    else:
+        cheap[first] = top
+        splits = [k for k, v in enumerate(cheap, 1) if v >= floor]
+    best_k, best_gain = 0, 0.0
+    for k in splits:
+        head = sum(xs[:k])  # the plain loop's running sum (from 0, in order)
         # Between-levels sum of squares: what the split explains.
-        gain = k * (m1 - mean) ** 2 + (n - k) * (m2 - mean) ** 2
+        gain = k * (head / k - mean) ** 2 + (n - k) * ((total - head) / (n - k) - mean) ** 2
         if gain > best_gain:
             best_k, best_gain = k, gain
     # Without a split that explains anything, or one too young or too small, there is no
@@ -266,8 +298,30 @@ def _level_shift(xs: list[float], min_after: int, min_shift: float) -> int:
     head = sum(xs[:best_k])
     if not abs((total - head) / (n - best_k) - head / best_k) > min_shift:
         return 0
-    sst = sum((x - mean) ** 2 for x in xs)
+    # The total sum of squares, squared by multiplying (each square within a unit or so of
+    # the plain ``(x - mean) ** 2``): the test is decided on it unless the gain falls within
+    # the bound of the two ways' difference, where the plain sum is taken.
+    sst = sum(map(mul, dev, dev))
+    near = _SUM_ROUNDING * (n + 1) * sst
+    if not (sst > 0.0 and near < math.inf) or abs(best_gain - _SHIFT_SHARE * sst) <= near:
+        sst = sum([d ** 2 for d in dev])  # the plain generator's sum, in its order
     return best_k if sst > 0.0 and best_gain >= _SHIFT_SHARE * sst else 0
+
+
+#: Bound on the rounding of a mean of ``n`` observations (sequentially summed, and a mean of
+#: the rest from the total), as a multiple of ``n ** 2`` and of the values' magnitude: over a
+#: thousand times the worst case of IEEE double arithmetic (a few units of 2 ** -53).
+_MEAN_ROUNDING = 1e-12
+#: Bound on how far a split's explained sum of squares computed the cheap way and the plain way
+#: can differ: this times ``n ** 3 (1 + max |x|) ** 2`` plus :data:`_SPLIT_RELATIVE` times the
+#: value (the worst case of IEEE double arithmetic is under 128 and 16 units of 2 ** -53).
+_SPLIT_ROUNDING = 1e-12
+_SPLIT_RELATIVE = 1e-13
+#: Bound on the relative difference of a sum of ``n`` squares taken by multiplying and by
+#: ``** 2``, per square: over a hundred times the worst case (about 2 units of 2 ** -53).
+_SUM_ROUNDING = 1e-13
+#: ``n / (k (n - k))`` for each split ``k`` of a window of ``n`` (per window length).
+_SPLITS: dict[int, list[float]] = {}
 
 
 def steps_to_progress(

@@ -15,7 +15,7 @@ from ..progress import ProgressState, UsesProgressModel
 from ..types import Observation
 from .mpc_forecast import LinkForecast
 from .mpc_price_grid import MpcGridPricing
-from .mpc_search import NonPositiveGain, PlanRows, plan_scores
+from .mpc_search import NonPositiveGain, PlanRows, plan_scores, single_floors, single_scores
 
 __all__ = ["MpcPlanning"]
 
@@ -63,6 +63,9 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
     probe_factor: float
     _last_probe: int
     _recent: deque[float]
+    #: The scenarios the last plan at the forecast's own bandwidth priced, and for which
+    #: observation (:meth:`_forecast_band` reads them).
+    _planned_links: tuple[Observation, list[tuple[float, float]]] | None = None
 
     def _row(self, density: float, chunks: int, ahead: int = 0) -> list[_Coeffs]:
         """This plan's coefficients of ``density`` for its first ``chunks`` chunks at least
@@ -237,17 +240,6 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
             self.horizon_progress)
         return delta, to_target
 
-    def _forecast_band(self, link: tuple[float, float], lat_floor: float, bw_floor: float
-                       ) -> tuple[float, float, float, float]:
-        """The plan's scenarios' range of log latency and log bandwidth (each raised to its
-        floor), with ``link`` (the log estimate planned on) in it."""
-        lats = [link[0]]
-        bws = [link[1]]
-        for lat, bw in self._scenario_links():
-            lats.append(math.log(max(lat, lat_floor)))
-            bws.append(math.log(max(bw, bw_floor)))
-        return min(lats), max(lats), min(bws), max(bws)
-
     def _probe(self, obs: Observation, chosen: float) -> float | None:
         """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
         module docstring): the best single-density plan on a ``probe_factor`` times faster
@@ -278,6 +270,8 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
         :func:`.mpc_search.plan_scores` (the same search with the per-call overhead taken
         out: a plan runs on a real run's critical path)."""
         links = self._scenario_links(bw_scale)
+        if bw_scale == 1.0:
+            self._planned_links = (obs, links)
         grid = self.grid
         it_s = self._iteration_s_grid(obs, links)
         st = self._state
@@ -307,7 +301,9 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
         ``exact``'s score are computed exactly, the others only as far as shows they are not
         the least: densities are searched in order of their single-phase score, and a
         two-phase plan whose first phase alone (its mean over the scenarios, a lower bound of
-        its score) already exceeds the least score found so far is not finished. What a plan
+        its score) already exceeds the least score found so far is not finished; without
+        two-phase plans, a density whose floor (:func:`.mpc_search.single_floors`) exceeds the
+        least score found is not finished either, its floor stands for its score. What a plan
         picks is the same, at a fraction of the cost (the plan runs on a real run's critical
         path)."""
         links = self._scenario_links(bw_scale)
@@ -321,6 +317,18 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
         self._start_rows(t0)
         goal = st.progress + delta
         cap = 50.0 * delta + 1000.0
+        floors = None if two_phase or exact is None else single_floors(
+            self.progress_model, self.progress_model.gain_matrix(self.compressor, self.grid),
+            self.grid, self._gain_ratio, st, delta, [it_s[d] for d in self.grid], self.risk)
+        if floors is not None and exact is not None:
+            # Single-density plans with ``exact``: one whose floor (a lower bound of its score)
+            # exceeds the least score found is not finished (:func:`.mpc_search.single_scores`).
+            def held_to_goal(i: int) -> float:
+                n = min(self._finish(self.grid[i], 0, st.q, st.lag, st.progress, goal, cap), cap)
+                return self._robust([n * x for x in it_s[self.grid[i]]])
+
+            return dict(zip(self.grid, single_scores(floors, self.grid.index(exact), held_to_goal),
+                            strict=True))
         single = {d: min(self._finish(d, 0, st.q, st.lag, st.progress, goal, cap), cap)
                   for d in self.grid}
         scores = {d: self._robust([single[d] * x for x in it_s[d]]) for d in self.grid}

@@ -3,8 +3,9 @@
 Per bucket and candidate collective the alpha-beta terms of the cost model, corrected by the
 measured-over-predicted ratio of what each collective ran (an EWMA of its log with bounded
 steps), the collective with the least corrected time per bucket size, the minimax choice before
-any estimate, and the backward window that hides communication, learned from measured
-iterations (:mod:`sim.control.overlap`). A mixin: it shares the controller's state.
+any estimate, and the communication the backward window hides (:mod:`sim.control.overlap`).
+What a step learns (the corrections, the window, the standing link estimates) and the per-step
+collective hedge are :mod:`.mpc_learn`. A mixin: it shares the controller's state.
 """
 
 from __future__ import annotations
@@ -13,36 +14,15 @@ import math
 from collections import deque
 from typing import Any
 
-from ..overlap import exposed_s, ready_fractions, window_from_exposed
+from ..overlap import exposed_s, ready_fractions
 from ..selector import collective_cost_terms
-from ..types import Decision, Observation
+from ..types import Observation
 
 __all__ = ["MpcPricing"]
-
-#: Corrections start after the monitor's first estimates settle, and stay within a factor 16.
-_SETTLE_STEPS = 3
-_MAX_LOG_CORR = math.log(16.0)
-#: One measurement moves a correction by at most 0.3 times this (log units).
-_MAX_LOG_STEP = math.log(2.0)
 
 #: Links the first decision (before any estimate) is hedged over: 10 us to 100 ms latency,
 #: 0.1 to 100 Gbit/s.
 _PRIOR_LINKS = tuple((lat, bw) for lat in (1e-5, 1e-3, 1e-1) for bw in (1.25e7, 1.25e9, 1.25e10))
-#: A measured iteration determines the backward window when its exposed communication exceeds
-#: this many times the last bucket's collective (which no window can hide); otherwise the
-#: window is assumed to be this share of compute and compression (backward = 2 x forward).
-_TAIL_MARGIN = 1.1
-#: An earlier link estimate explains a measurement when its corrected prediction is within this
-#: factor of it (noise and an iteration spanning a link change put it up to ~2x off).
-_EXPLAINS = 3.0
-_LOG_EXPLAINS = math.log(_EXPLAINS)
-#: Earlier estimates (besides the latest) a bucket's collective is hedged over.
-HEDGE_RECENT = 3
-#: Measurements an earlier estimate must fail to explain before the hedge drops it: one
-#: iteration that spans a change of the link can leave them all behind while the latest
-#: estimate is a mis-split of it; a link that moved leaves them behind again in the next one.
-_LEFT_BEHIND = 2
-_BACKWARD_SHARE = 2.0 / 3.0
 
 
 class MpcPricing:
@@ -65,71 +45,6 @@ class MpcPricing:
     #: measurements since have left it behind (:meth:`_note_link`).
     _links: deque[tuple[float, float, int]]
 
-    # ------------------------------------------------------------------ learning
-
-    def _learn_correction(self, obs: Observation) -> None:
-        """Move the log correction of each collective ``obs``'s decision ran over towards its
-        measured-over-predicted communication."""
-        d = obs.decision
-        if (
-            d is not None and obs.comm_s is not None and obs.comm_s > 0.0
-            and obs.bandwidth_Bps is not None and obs.bandwidth_Bps > 0.0
-        ):
-            # Measured over predicted communication per collective (EWMA of the log): absorbs
-            # per-bucket latencies and the monitor's bias where latency and bytes are confused.
-            pred = self._decision_comm_s(obs, d, obs.latency_s or 0.0, obs.bandwidth_Bps)
-            # The link's own time where the run measured it (a real run's ``comm_s`` also holds
-            # the wait for late ranks, the same for every collective: corrected per collective,
-            # it made an untried one look cheap).
-            link = obs.extra.get("link_comm_s", obs.comm_s)
-            if pred > 0.0 and link > 0.0 and obs.step > _SETTLE_STEPS:
-                r = max(-_MAX_LOG_CORR, min(_MAX_LOG_CORR, math.log(link / pred)))
-                for coll in d.collectives_used():
-                    # From the inherited value, one measurement moving it at most 0.3 log 2:
-                    # a timing spike (a descheduled rank) cannot brand a collective slow for
-                    # good, a sustained bias is learned within a few steps.
-                    base = self._correction(coll)
-                    step = max(-_MAX_LOG_STEP, min(_MAX_LOG_STEP, r - base))
-                    self._corr[coll] = base + 0.3 * step
-                self._priced_now.clear()
-
-    def _learn_window(self, obs: Observation) -> None:
-        """Learn the backward window communication overlaps with from ``obs``'s iteration."""
-        d = obs.decision
-        it_s = obs.extra.get("iteration_s")
-        if it_s is not None and d is not None and obs.comm_s is not None and obs.compute_s:
-            # The backward window communication hides behind, per kind of decision (dense or
-            # compressed: compression on the compute stream shifts when the buckets are
-            # ready), solved from this iteration's per-bucket communication (the model's
-            # shares of the measured total) and its exposed seconds.
-            dense = d.density >= 1.0
-            exposed = it_s - obs.compute_s - (obs.compress_s or 0.0)
-            sizes = obs.bucket_bytes or (obs.grad_bytes,)
-            lat, bw = obs.latency_s or 0.0, obs.bandwidth_Bps or 0.0
-            shares = [
-                self._comm_terms(d.collective_for(i), obs, float(m), d.density,
-                                 d.compressor).time_s(lat, bw) if bw > 0.0 else float(m)
-                for i, m in enumerate(sizes)
-            ]
-            total = sum(shares)
-            per_bucket = [obs.comm_s * x / total for x in shares] if total > 0.0 else [
-                obs.comm_s / len(shares)] * len(shares)
-            ready = self._ready_fracs(obs)
-            cap = obs.compute_s + (obs.compress_s or 0.0)
-            least = min(cap, window_from_exposed(per_bucket, ready, max(0.0, exposed)))
-            if exposed > _TAIL_MARGIN * per_bucket[-1] + 1e-12:
-                # More than the last bucket's own collective is exposed: the window is the
-                # one that explains it.
-                self._window_s[dense] = least
-                self._window_known[dense] = True
-            else:
-                # Only the last bucket (ready as the window closes) was exposed, or nothing:
-                # the window is at least ``least``; beyond that keep what an earlier
-                # measurement determined, else assume backward is 2/3 of the compute (B = 2F).
-                old = self._window_s[dense] if self._window_known[dense] else None
-                guess = old if old is not None else min(cap, _BACKWARD_SHARE * cap)
-                self._window_s[dense] = max(least, guess)
-
     # ------------------------------------------------------------------ prediction
 
     def _comm_terms(self, collective: str, obs: Observation, m_bytes: float, density: float,
@@ -149,57 +64,6 @@ class MpcPricing:
         out: dict[float, int] = {}
         for b in sizes:
             out[float(b)] = out.get(float(b), 0) + 1
-        return out
-
-    def _decision_comm_s(self, obs: Observation, decision: Decision, lat: float, bw: float
-                         ) -> float:
-        """Predicted (uncorrected) communication of ``decision``, bucket by bucket."""
-        sizes = obs.bucket_bytes or (obs.grad_bytes,)
-        return sum(
-            self._comm_terms(
-                decision.collective_for(i), obs, float(m), decision.density, decision.compressor
-            ).time_s(lat, bw)
-            for i, m in enumerate(sizes)
-        )
-
-    def _note_link(self, obs: Observation) -> None:
-        """Count, for each recent estimate, one more measurement that left it behind when
-        ``obs``'s does (:meth:`_explaining`; a measurement is a fact: a later one that the
-        estimate explains again does not take that back), then add ``obs``'s estimate."""
-        explained = self._explaining(obs, [(lat, bw) for lat, bw, _ in self._links])
-        self._links = deque(((lat, bw, gone + ((lat, bw) not in explained))
-                             for lat, bw, gone in self._links), maxlen=HEDGE_RECENT + 1)
-        self._links.append((obs.latency_s or 0.0, float(obs.bandwidth_Bps or 0.0), 0))
-
-    def _standing_links(self) -> list[tuple[float, float]]:
-        """The estimates before the latest that fewer than :data:`_LEFT_BEHIND` measurements
-        have left behind, oldest first."""
-        return [(lat, bw) for lat, bw, gone in list(self._links)[-HEDGE_RECENT - 1:-1]
-                if gone < _LEFT_BEHIND]
-
-    def _explaining(self, obs: Observation, links: list[tuple[float, float]]
-                    ) -> list[tuple[float, float]]:
-        """The ``(latency, bandwidth)`` estimates of ``links`` that explain the communication
-        ``obs`` measured: their corrected prediction of the decision that ran is within
-        :data:`_EXPLAINS` of the measured seconds. An estimate that does is another split of
-        the same measurement (the monitor cannot tell latency from bandwidth on it); one that
-        does not is a link the measurement has left behind. All of ``links`` when nothing was
-        measured."""
-        d = obs.decision
-        measured = obs.extra.get("link_comm_s", obs.comm_s) if d is not None else None
-        if d is None or measured is None or not measured > 0.0:
-            return links
-        sizes = obs.bucket_bytes or (obs.grad_bytes,)
-        corr = [math.exp(self._correction(d.collective_for(i))) for i in range(len(sizes))]
-        out = []
-        for lat, bw in links:
-            pred = sum(
-                self._comm_terms(d.collective_for(i), obs, float(m), d.density,
-                                 d.compressor).time_s(lat, bw) * corr[i]
-                for i, m in enumerate(sizes)
-            )
-            if pred > 0.0 and abs(math.log(pred / measured)) <= _LOG_EXPLAINS:
-                out.append((lat, bw))
         return out
 
     def _minimax_choice(self, obs: Observation, density: float) -> dict[float, str]:
@@ -239,35 +103,6 @@ class MpcPricing:
             choice[m] = best
             secs[m] = best_s
         return choice, secs
-
-    def _robust_choice(self, obs: Observation, density: float,
-                       links: list[tuple[float, float]], regret: float) -> dict[float, str]:
-        """Per bucket size, the cheapest collective on ``links[0]`` (the latest estimate)
-        unless, on some other link of ``links``, it is more than ``regret`` times slower than
-        that link's cheapest; then the collective whose worst ratio to the cheapest over all of
-        ``links`` is least (minimax regret). One mis-split estimate cannot then stake the
-        iteration on a collective the recent link would make many times slower."""
-        comp = "none" if density >= 1.0 else self.compressor
-        choice: dict[float, str] = {}
-        for m in self._buckets(obs):
-            times: dict[str, list[float]] = {}
-            for coll, n_alpha, n_bytes, corr in self._priced(obs, m, density, comp):
-                # AlphaBeta.time_s written out, times the correction.
-                times[coll] = [(n_alpha * lat + n_bytes / bw) * corr for lat, bw in links]
-            best = [min(col) for col in zip(*times.values(), strict=True)]
-
-            def worst(ts: list[float], best: list[float] = best) -> float:
-                return max(t / b if b > 0.0 else 1.0 for t, b in zip(ts, best, strict=True))
-
-            point = min(times, key=lambda c: times[c][0])
-            # The other candidates' ratios only where the point choice is too risky (the
-            # usual step needs none of them).
-            if worst(times[point]) <= regret:
-                choice[m] = point
-            else:
-                ratio = {c: worst(ts) for c, ts in times.items()}
-                choice[m] = min(times, key=lambda c: (ratio[c], times[c][0]))
-        return choice
 
     def _comm_s(
         self, obs: Observation, density: float, lat: float, bw: float
@@ -325,15 +160,17 @@ class MpcPricing:
         corr = self._corr
         inherited = 0.5 * sum(corr.values()) / len(corr) if corr else 0.0
         out = []
+        get = corr.get
+        exp = math.exp
         for coll, n_alpha, n_bytes, dominated in static:
-            own = corr.get(coll)
+            own = get(coll)
             if own is None:
                 own = inherited
                 for ran in dominated:
-                    other = corr.get(ran)
+                    other = get(ran)
                     if other is not None and other > own:
                         own = other
-            out.append((coll, n_alpha, n_bytes, math.exp(own)))
+            out.append((coll, n_alpha, n_bytes, exp(own)))
         self._priced_now[key] = out
         return out
 

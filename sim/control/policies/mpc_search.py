@@ -22,9 +22,11 @@ from itertools import repeat
 
 import numpy as np
 
+from sim.convergence.progress import efficiency
+
 from ..progress import ProgressModel, ProgressState
 
-__all__ = ["NonPositiveGain", "PlanRows", "plan_scores"]
+__all__ = ["NonPositiveGain", "PlanRows", "plan_scores", "single_floors", "single_scores"]
 
 #: Iterations per chunk of the progress prediction (as :mod:`.mpc_plan`).
 _CHUNK = 8
@@ -50,10 +52,11 @@ class PlanRows:
 
     def __init__(self, pm: ProgressModel, compressor: str, grid: Sequence[float], t0: float,
                  ratio: float, first: int = _FIRST_BLOCK) -> None:
-        self._pm = pm
+        self._pm = self.pm = pm
         self._t0 = t0
-        self._ratio = ratio
-        self._curves = pm.gain_matrix(compressor, grid)
+        self._ratio = self.ratio = ratio
+        #: The model's gain curves of the grid (one row per density).
+        self._curves = self.curves = pm.gain_matrix(compressor, grid)
         #: Rows whose gain is 1 at every step without the gain ratio (density 1).
         self._dense = np.array([d >= 1.0 for d in grid])[:, None]
         n = len(grid)
@@ -85,10 +88,11 @@ class PlanRows:
                          np.minimum(1.0, self._curves[:, idx[new]] * self._ratio))
         if not (gains > 0.0).all():
             raise NonPositiveGain("a chunk's gain is not positive")
-        # Python's powers (the reference's ``g ** alpha`` and ``(1 - rate) ** 8``).
-        g_pow = np.array(list(map(pow, gains.ravel().tolist(), repeat(pm.alpha))))
+        # Python's powers (the reference's ``g ** alpha`` and ``(1 - rate) ** 8``: for these
+        # finite non-negative bases ``math.pow`` and ``**`` both return the C library's ``pow``).
+        g_pow = np.array(list(map(math.pow, gains.ravel().tolist(), repeat(pm.alpha))))
         rate = np.minimum(1.0, pm.mu * gains)
-        keep = np.array(list(map(pow, (1.0 - rate).ravel().tolist(), repeat(_CHUNK))))
+        keep = np.array(list(map(math.pow, (1.0 - rate).ravel().tolist(), repeat(_CHUNK))))
         knee = pm.model.params.knee
         inv_k = 1.0 / knee if knee > 0 else 0.0
         eff = g_pow.reshape(gains.shape) / (1.0 + (1.0 / gains - 1.0) * inv_k)
@@ -161,6 +165,15 @@ def plan_scores(rows: PlanRows, grid: Sequence[float], it_s: Sequence[list[float
         return k
 
     robust: Callable[[list[float]], float] = _robust_fn(risk)
+    floors = None if two_phase or exact is None else single_floors(
+        rows.pm, rows.curves, grid, rows.ratio, state, delta, it_s, risk)
+    if floors is not None and exact is not None:
+
+        def held_to_goal(i: int) -> float:
+            n = min(finish(i, 0, state.q, state.lag, state.progress, cap), cap)
+            return robust([n * x for x in it_s[i]])
+
+        return single_scores(floors, exact, held_to_goal)
     single = [min(finish(i, 0, state.q, state.lag, state.progress, cap), cap)
               for i in range(n_grid)]
     scores = [robust([single[i] * x for x in it_s[i]]) for i in range(n_grid)]
@@ -255,7 +268,8 @@ def plan_scores(rows: PlanRows, grid: Sequence[float], it_s: Sequence[list[float
                 if margin * (mean_head + n2 * mean2 + (
                         half_risk * spread if spread > 0.0 else 0.0)) > over:
                     continue
-                score = margin * robust([h + n2 * x for h, x in zip(head, it2, strict=True)])
+                # (zip without the strict keyword, whose parsing costs: both per scenario)
+                score = margin * robust([h + n2 * x for h, x in zip(head, it2)])  # noqa: B905
                 if score < best:
                     best = score
                     bound = best / margin - mean_head
@@ -264,6 +278,60 @@ def plan_scores(rows: PlanRows, grid: Sequence[float], it_s: Sequence[list[float
         if prune:
             tau = min(tau, best * _PRUNE_SLACK)
     return scores
+
+
+def single_floors(pm: ProgressModel, curves: np.ndarray, grid: Sequence[float], ratio: float,
+                  state: ProgressState, delta: float, it_s: Sequence[Sequence[float]],
+                  risk: float) -> list[float] | None:
+    """Per grid density a lower bound of the robust score of holding it until progress grows
+    by ``delta`` from ``state`` (``curves``: the model's gain curves of the grid, ``ratio``
+    the gain ratio, ``it_s`` the seconds per iteration per scenario), or ``None`` where the
+    model's parameters give none.
+
+    Every iteration adds at most the efficiency of the density's greatest gain to the summed
+    efficiency (the efficiency grows with the gain for ``alpha, knee >= 0``) and the lag never
+    falls below the lesser of its start and 0 (it relaxes towards equilibrium lags that are
+    not negative for ``lam, 1 / phase >= 0``), so the goal takes at least ``(goal - q +
+    min(lag, 0)) / efficiency`` iterations (at most the cap); the score is that many times the
+    robust seconds per iteration (the robust score scales with the iterations). The bound is
+    shaded by 1e-9 a factor for the rounding, so it is below the score, never above."""
+    params = pm.model.params
+    if not (delta > 0.0 and pm.alpha >= 0.0 and params.knee >= 0.0 and pm.lam >= 0.0
+            and pm.inv_phase >= 0.0):
+        return None
+    cap = 50.0 * delta + 1000.0
+    robust = _robust_fn(risk)
+    reach = state.progress + delta - state.q + min(state.lag, 0.0)
+    out = []
+    for d, top, ts in zip(grid, curves.max(axis=1).tolist(), it_s, strict=True):
+        g = 1.0 if d >= 1.0 else min(1.0, top * ratio)
+        if not g > 0.0:
+            return None
+        eff = efficiency(g, pm.alpha, params.knee) * (1.0 + _FLOOR_SHADE)
+        n = min(max(reach / eff, 0.0), cap)
+        out.append(n * robust(list(ts)) * (1.0 - _FLOOR_SHADE) ** 2)
+    return out
+
+
+def single_scores(floors: list[float], exact: int, score: Callable[[int], float]
+                  ) -> list[float]:
+    """Scores of single-density plans pruned by ``floors`` (:func:`single_floors`): the
+    densities in order of their floor, ``exact`` (an index) first, each scored by ``score``
+    unless its floor exceeds the least score found so far (then the floor stands for it: its
+    score is above the least, which is exact, and so is ``exact``'s)."""
+    out = list(floors)
+    least = math.inf
+    for i in sorted(range(len(floors)), key=lambda i: (i != exact, floors[i], i)):
+        if i != exact and floors[i] > least:
+            continue
+        out[i] = score(i)
+        if out[i] < least:
+            least = out[i]
+    return out
+
+
+#: Relative shading of :func:`single_floors`' bound (the rounding is a few units of 2 ** -53).
+_FLOOR_SHADE = 1e-9
 
 
 def _robust_fn(risk: float) -> Callable[[list[float]], float]:

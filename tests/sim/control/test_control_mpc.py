@@ -533,7 +533,7 @@ def test_mpc_does_not_hedge_over_estimates_the_measurement_left_behind(
     # are 8x what the old estimates predict. The first may be an iteration that spanned a
     # change (the hedge holds the tree, 30 latencies a bucket); after the second the old
     # estimates are dropped and the buckets go over allgather (10 latencies).
-    from sim.control.policies import mpc_pricing
+    from sim.control.policies import mpc_learn
 
     links = [(2e-3, 1.25e9)] * 6 + [(3e-2, 1.25e9)] * 4
     now = _collective_measured(links)
@@ -541,7 +541,7 @@ def test_mpc_does_not_hedge_over_estimates_the_measurement_left_behind(
     assert now[7] == now[8] == now[9] == "allgather"
     # Hedging over every earlier estimate (the old rule) keeps the tree two iterations longer
     # (the test can fail).
-    monkeypatch.setattr(mpc_pricing, "_LOG_EXPLAINS", math.inf)
+    monkeypatch.setattr(mpc_learn, "_LOG_EXPLAINS", math.inf)
     old = _collective_measured(links)
     assert old[7] == old[8] == old[5] != "allgather"
 
