@@ -182,19 +182,7 @@ class LinkStates:
     def _bounds(self, t_s: float) -> tuple[float, float]:
         if self._timeline is not None:
             times, _, period = self._timeline
-            base, r = 0.0, t_s
-            if period is not None and t_s >= period:
-                base = math.floor(t_s / period) * period
-                r = t_s - base
-                if r >= period:  # rounding at a period boundary, as in _at
-                    base, r = base + period, r - period
-                elif r < 0.0:
-                    base, r = base - period, r + period
-            g = max(bisect_right(times, r) - 1, 0)
-            if g + 1 < len(times):
-                nxt = base + times[g + 1]
-            else:
-                nxt = math.inf if period is None else base + period
+            base, g, nxt = _timeline_slot(times, period, t_s)
             return base + times[g], nxt
         start, nxt = 0.0, math.inf
         for tr in self._traces:
@@ -208,19 +196,7 @@ class LinkStates:
             return (), self._lat0, self._bw0, math.inf
         if self._timeline is not None:
             times, seg, period = self._timeline
-            base, r = 0.0, t_s
-            if period is not None and t_s >= period:
-                base = math.floor(t_s / period) * period
-                r = t_s - base
-                if r >= period:  # rounding at a period boundary
-                    base, r = base + period, r - period
-                elif r < 0.0:  # t_s / period rounded up to the next whole period
-                    base, r = base - period, r + period
-            g = max(bisect_right(times, r) - 1, 0)
-            if g + 1 < len(times):
-                nxt = base + times[g + 1]
-            else:
-                nxt = math.inf if period is None else base + period
+            base, g, nxt = _timeline_slot(times, period, t_s)
             k: tuple[int, ...] = (g,)
             idx = seg[g]
         else:
@@ -245,6 +221,28 @@ class LinkStates:
             self._cache[k] = got
         return k, got[0], got[1], nxt
 
+
+
+def _timeline_slot(times: list[float], period: float | None, t_s: float
+                   ) -> tuple[float, int, float]:
+    """``(base, g, next_change_s)`` of the joint timeline at ``t_s``: the start of the period
+    holding it, the index of its state in ``times`` and the absolute time of the next change.
+    The time inside the period stays in ``[0, period)`` also where ``t_s / period`` rounds
+    across a whole number."""
+    base, r = 0.0, t_s
+    if period is not None and t_s >= period:
+        base = math.floor(t_s / period) * period
+        r = t_s - base
+        if r >= period:  # rounding at a period boundary
+            base, r = base + period, r - period
+        elif r < 0.0:  # t_s / period rounded up to the next whole period
+            base, r = base - period, r + period
+    g = max(bisect_right(times, r) - 1, 0)
+    if g + 1 < len(times):
+        nxt = base + times[g + 1]
+    else:
+        nxt = math.inf if period is None else base + period
+    return base, g, nxt
 
 def _next_change(tr: object, t_s: float, i: int) -> float:
     from traces.model import PiecewiseTrace
