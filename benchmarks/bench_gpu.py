@@ -13,8 +13,9 @@ What it measures (each part is timed on the machine it runs on, nothing is carri
    model (25.6 M parameters, compute emulated). Reported: median iteration, compute,
    compression and communication time per step (first 10 % of steps left out) and what the
    run's ``meta.json`` says of its device, backend, transfer and timing.
-3. ``mpc`` on the device (the controller code unchanged): digits-cnn over the hook-emulated
-   stepped trace of ``benchmarks/bench_real_tta.py`` with its declared settings, decided on the
+3. ``mpc`` on the device (the controller code unchanged): digits-mlp over the hook-emulated
+   stepped trace of ``benchmarks/bench_real_tta.py`` with its latest declared settings (M7; before
+   2026-11-27, digits-cnn with ``replan_persist=3:window_steps=30:switch_chunks=3``), decided on the
    critical path (``--decision-lag 0``) and one step ahead on a helper thread (lag 1), per
    rank set-up; reported: median iteration, exposed communication and decision time per step.
 4. Hook overhead (``benchmarks/bench_realrun.py``'s interleaved method): built-in DDP, the hook
@@ -47,6 +48,7 @@ from bench_realrun import bench_overhead  # noqa: E402
 
 from realrun.config import RealConfig  # noqa: E402
 from realrun.launcher import launch  # noqa: E402
+from sim.control.params import parse_param  # noqa: E402
 from sim.rundir import read_run  # noqa: E402
 
 #: (label, policy, params, use_hook)
@@ -132,24 +134,29 @@ def real_runs(out: Path, device: str, steps: int, synth_steps: int,
                 _launch_row(cfg, out / "runs" / name, row, rows, on_row)
 
 
-#: The stepped trace and the declared ``mpc`` settings of ``benchmarks/bench_real_tta.py``.
+#: The stepped trace of ``benchmarks/bench_real_tta.py`` and its latest declared ``mpc`` settings
+#: (M7 in BENCHMARKS.md, the real 2-rank row), parsed as ``compctl real --param`` parses them.
 CONTROLLER_TRACE = "steps:dur_s=0.25/0.25,lat_ms=1/1,bw_gbps=0.01/0.0005,loop=true"
-CONTROLLER_PARAMS: dict[str, Any] = {"replan_persist": 3, "window_steps": 30, "switch_chunks": 3}
+CONTROLLER_WORKLOAD = "digits-mlp"
+CONTROLLER_SPEC = ("replan_persist=3:window_steps=30:switch_chunks=3:replan_band=true:"
+                   "calibration=real2:monitor_smoothing=none:monitor_residual_rows=5:"
+                   "two_phase=false:replan_drop=3")
+CONTROLLER_PARAMS: dict[str, Any] = dict(parse_param(p) for p in CONTROLLER_SPEC.split(":"))
 
 
 def controller_runs(out: Path, device: str, steps: int, rows: list[dict[str, Any]],
                     on_row: Callable[[], None] | None = None) -> None:
-    """``mpc`` unchanged on the device: digits-cnn over the hook-emulated stepped trace, decided
-    on the critical path (lag 0) and one step ahead on a helper thread (lag 1), for each rank
+    """``mpc`` unchanged on the device: digits-mlp (the workload of ``bench_real_tta.py``) over
+    the hook-emulated stepped trace with M7's settings, decided on the critical path (lag 0) and one step ahead on a helper thread (lag 1), for each rank
     set-up of :func:`real_runs`; one row per run with the per-step decision time."""
     for setup, nproc, backend, share in _rank_setups(device):
         for lag in (0, 1):
-            cfg = RealConfig(workload="digits-cnn", nproc=nproc, steps=steps, emulation="hook",
-                             trace=CONTROLLER_TRACE, policy="mpc",
+            cfg = RealConfig(workload=CONTROLLER_WORKLOAD, nproc=nproc, steps=steps,
+                             emulation="hook", trace=CONTROLLER_TRACE, policy="mpc",
                              policy_params=dict(CONTROLLER_PARAMS), backend=backend,
                              device=device, share_gpu=share, eval_every=steps, threads=1,
                              decision_lag=lag)
-            row: dict[str, Any] = {"setup": setup, "workload": "digits-cnn",
+            row: dict[str, Any] = {"setup": setup, "workload": CONTROLLER_WORKLOAD,
                                    "variant": f"mpc, decision lag {lag}"}
             _launch_row(cfg, out / "controllers" / f"{nproc}-lag{lag}", row, rows, on_row)
 
