@@ -91,7 +91,10 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     for name in rows[0]["policies"]:
         ratios = [r["policies"][name]["over_best"] for r in rows if name in r["policies"]]
-        se = statistics.stdev(ratios) / math.sqrt(len(ratios)) if len(ratios) > 1 else math.nan
+        if len(ratios) == 1:
+            lines.append(f"{name}: one invocation, {ratios[0]:.3f}x (no standard error)")
+            continue
+        se = statistics.stdev(ratios) / math.sqrt(len(ratios))
         lines.append(f"{name}: mean over {len(ratios)} invocations "
                      f"{statistics.fmean(ratios):.3f}x (standard error {se:.3f})")
     return "\n".join(lines) + "\n"

@@ -65,7 +65,10 @@ def test_cli_prints_a_row_and_the_mean_and_refuses_a_missing_file(tmp_path: Path
                          text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "| I9 | 0.10-0.50 | 0.002: 2.000 (1.900 / 2.100) | 0.001, +5.00% |" in res.stdout
-    assert f"{_POLICY}: mean over 1 invocations 0.950x" in res.stdout
+    assert f"{_POLICY}: one invocation, 0.950x (no standard error)" in res.stdout
+    two = subprocess.run([sys.executable, str(_SCRIPT), str(path), str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert f"{_POLICY}: mean over 2 invocations 0.950x (standard error 0.000)" in two.stdout
     res = subprocess.run([sys.executable, str(_SCRIPT), str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and res.stderr.count("\n") == 1
