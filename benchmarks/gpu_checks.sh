@@ -4,7 +4,9 @@
 # mpc on the device, hook overhead, compressor timings. Writes at most 10 files to OUTDIR (logs and JSON);
 # `python benchmarks/bench_gpu.py --from-json OUTDIR/*.json` renders them as Markdown.
 # Usage: bash benchmarks/gpu_checks.sh OUTDIR  (env PARTS="runs controllers overhead compressors" picks parts;
-# STEPS, SYNTH_STEPS, REPEATS and the time boxes PYTEST_S, RUNS_S, CTRL_S, OVERHEAD_S, COMP_S size them)
+# STEPS, SYNTH_STEPS, REPEATS and the time boxes PYTEST_S, RUNS_S, CTRL_S, OVERHEAD_S, COMP_S size them;
+# PACK=1 leaves one archive, OUTDIR/gpu_checks.tar.gz, instead of the separate files, for a machine
+# that hands back only a few files per command)
 set -uo pipefail
 out=${1:?usage: gpu_checks.sh OUTDIR}
 mkdir -p "$out"
@@ -21,3 +23,11 @@ for part in ${PARTS:-runs controllers overhead compressors}; do
     ${GPU_DEVICE:+--device "$GPU_DEVICE"} ${QUICK:+--quick} > "$out/$part.log" 2>&1
   echo "$part rc=$?" >> "$out/$part.log"
 done
+if [ -n "${PACK:-}" ]; then
+  # Only the files this script wrote go into the archive and are removed; nothing else in OUTDIR.
+  made=(env_and_tests.log)
+  for part in ${PARTS:-runs controllers overhead compressors}; do
+    for f in "$part.json" "$part.log"; do [ -e "$out/$f" ] && made+=("$f"); done
+  done
+  tar czf "$out/gpu_checks.tar.gz" -C "$out" "${made[@]}" && (cd "$out" && rm -f -- "${made[@]}")
+fi
