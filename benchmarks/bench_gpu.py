@@ -147,8 +147,9 @@ CONTROLLER_PARAMS: dict[str, Any] = dict(parse_param(p) for p in CONTROLLER_SPEC
 def controller_runs(out: Path, device: str, steps: int, rows: list[dict[str, Any]],
                     on_row: Callable[[], None] | None = None) -> None:
     """``mpc`` unchanged on the device: digits-mlp (the workload of ``bench_real_tta.py``) over
-    the hook-emulated stepped trace with M7's settings, decided on the critical path (lag 0) and one step ahead on a helper thread (lag 1), for each rank
-    set-up of :func:`real_runs`; one row per run with the per-step decision time."""
+    the hook-emulated stepped trace with M7's settings, decided on the critical path (lag 0)
+    and one step ahead on a helper thread (lag 1), for each rank set-up of
+    :func:`real_runs`; one row per run with the per-step decision time."""
     for setup, nproc, backend, share in _rank_setups(device):
         for lag in (0, 1):
             cfg = RealConfig(workload=CONTROLLER_WORKLOAD, nproc=nproc, steps=steps,
