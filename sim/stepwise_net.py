@@ -258,6 +258,13 @@ def _next_change(tr: object, t_s: float, i: int) -> float:
     return math.inf
 
 
+#: Entries of a network's step-cost memo (one per compiled phase and joint link state, about
+#: 250 bytes each: at most about 130 MB). An oracle plan over a 64-worker run on a trace whose
+#: links change often prices about 350,000 of them again and again; at the old bound (65,536)
+#: most lookups missed once it was full. The memo is exact: its bound changes speed, not results.
+COST_CACHE_ENTRIES = 1 << 19
+
+
 class StepwiseNetwork:
     """Runs compiled schedules over a topology's links under a transport."""
 
@@ -412,7 +419,7 @@ class StepwiseNetwork:
         got = self._cost_cache.get(ck)
         if got is None:
             got = self._step_cost(ph, lat, bw)
-            if len(self._cost_cache) < 65536:
+            if len(self._cost_cache) < COST_CACHE_ENTRIES:
                 self._cost_cache[ck] = got
         return got
 
