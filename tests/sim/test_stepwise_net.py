@@ -278,3 +278,18 @@ def test_link_states_always_move_forward_across_period_boundaries() -> None:
     for k in range(1, 2000, 7):
         for t in (k * period, k * period + 0.1, math.fsum([period] * k)):
             assert states.at(t)[3] > t
+
+
+def test_the_step_cost_memo_bound_changes_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo is exact: a run whose memo can hold a single entry (it overflows at once, as the
+    old bound did on large plans) gives the same records to the bit as one at the default bound."""
+    import sim.stepwise_net as stepwise_net
+    from sim.runner import SimConfig, run_simulation
+
+    cfg = SimConfig(workload="resnet50", workers=8, trace="delay-highvar", policy="fixed",
+                    policy_params=(("density", 0.01), ("collective", "auto")), iterations=40,
+                    fidelity="stepwise", monitor="on")
+    full, _ = run_simulation(cfg)
+    monkeypatch.setattr(stepwise_net, "COST_CACHE_ENTRIES", 1)
+    tiny, _ = run_simulation(cfg)
+    assert tiny.to_csv(float_format="%.17g") == full.to_csv(float_format="%.17g")
