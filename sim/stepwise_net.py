@@ -222,7 +222,6 @@ class LinkStates:
         return k, got[0], got[1], nxt
 
 
-
 def _timeline_slot(times: list[float], period: float | None, t_s: float
                    ) -> tuple[float, int, float]:
     """``(base, g, next_change_s)`` of the joint timeline at ``t_s``: the start of the period
@@ -243,6 +242,7 @@ def _timeline_slot(times: list[float], period: float | None, t_s: float
     else:
         nxt = math.inf if period is None else base + period
     return base, g, nxt
+
 
 def _next_change(tr: object, t_s: float, i: int) -> float:
     from traces.model import PiecewiseTrace
