@@ -95,7 +95,9 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument(
         "--monitor",
         default="auto",
-        help="link monitor: auto (off for dense/fixed unless their collective is auto), on, off",
+        help="link monitor: auto (off for dense/fixed unless their collective is auto), on, "
+        "off; diagnostics: truth (the policy sees the true link instead of the estimates), "
+        "truth-latency, truth-bandwidth (one term true, the other estimated)",
     )
     p.add_argument(
         "--convergence",

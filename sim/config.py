@@ -26,7 +26,8 @@ from sim.errors import InputError
 if TYPE_CHECKING:
     from sim.lossy import LossParams
 
-__all__ = ["FIDELITIES", "STEPWISE_FIDELITIES", "SimConfig", "default_compressor"]
+__all__ = ["FIDELITIES", "STEPWISE_FIDELITIES", "TRUTH_MONITORS", "SimConfig",
+           "default_compressor"]
 
 #: Fidelity levels this version implements.
 FIDELITIES: tuple[str, ...] = ("analytic", "stepwise", "events")
@@ -72,6 +73,10 @@ _SYNC_DEFAULTS: dict[str, Any] = {"sync": "allreduce", "groups": 1, "shuffle_eve
 
 #: The collective value that asks the policy to pick the collective per decision.
 _AUTO = "auto"
+
+#: The diagnostic monitor modes (:class:`SimConfig`'s ``monitor``): the policy sees the true
+#: link, both terms or one of them, instead of the monitor's estimates.
+TRUTH_MONITORS = ("truth", "truth-latency", "truth-bandwidth")
 
 
 def default_compressor(collective: str, density: float) -> str:
@@ -149,7 +154,12 @@ class SimConfig:
             policy: ``"on"``, ``"off"`` or ``"auto"`` (on except for the static ``dense`` and
             ``fixed`` policies with a fixed collective, which ignore them; with
             ``collective="auto"`` they need them; the monitor's fit costs far more than the
-            simulation itself).
+            simulation itself) or one of :data:`TRUTH_MONITORS`, diagnostics of the simulator
+            only: the monitor runs as under ``"on"``, but every observation carries the true
+            latency and bandwidth of the pacing link at the time of the next decision instead
+            of its estimates (``"truth"``: what a controller would do with a perfect monitor
+            and no knowledge of the future), or the true latency alone
+            (``"truth-latency"``) or the true bandwidth alone (``"truth-bandwidth"``).
         transport: stepwise only: ``ideal``, ``nccl``, ``gloo`` or a set of ``calibration``
             (:mod:`sim.transports`).
         topology: stepwise only: a topology TOML file or bundled name (:mod:`sim.topology`);

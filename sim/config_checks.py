@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sim.config import TRUTH_MONITORS
 from sim.errors import InputError
 from sim.resource_bounds import check_sim_bounds
 
@@ -68,8 +69,9 @@ def validate_config(cfg: Any, fidelities: tuple[str, ...]) -> None:
         cfg.transport != "ideal" or cfg.topology is not None or cfg.calibration is not None
     ):
         raise InputError("transport, topology and calibration need fidelity stepwise or events")
-    if cfg.monitor not in ("auto", "on", "off"):
-        raise InputError(f"monitor must be auto, on or off, got {cfg.monitor!r}")
+    if cfg.monitor not in ("auto", "on", "off", *TRUTH_MONITORS):
+        raise InputError(f"monitor must be auto, on, off, {', '.join(TRUTH_MONITORS)}, got "
+                         f"{cfg.monitor!r}")
     if cfg.convergence not in ("auto", "off"):
         raise InputError(f"convergence must be auto or off, got {cfg.convergence!r}")
     if cfg.collective is not None and cfg.collective not in (*COLLECTIVES, "auto"):

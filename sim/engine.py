@@ -71,7 +71,7 @@ from traces.model import PiecewiseTrace, TraceSet
 
 from .cluster import Cluster, StragglerModel, unroll_horizon_s
 from .collectives import IntraNodeLink, collective_shape, collective_terms
-from .config import STEPWISE_FIDELITIES
+from .config import STEPWISE_FIDELITIES, TRUTH_MONITORS
 from .lossy_engine import LossTally, LossyLinks, loss_rng
 from .sync.sizing import group_size_and_intra
 from .workload_costs import IterationResult, WorkloadCosts
@@ -477,7 +477,7 @@ def _seeds(seed: int) -> tuple[int, np.random.Generator]:
 
 
 def _use_monitor(cfg: SimConfig) -> bool:
-    if cfg.monitor == "on":
+    if cfg.monitor == "on" or cfg.monitor in TRUTH_MONITORS:
         return True
     if cfg.monitor == "off":
         return False
@@ -585,6 +585,7 @@ def simulate(
             cfg.workers, cfg.straggler_sigma, straggler_rng, speed_sigma=cfg.worker_speed_sigma
         )
     monitor = _make_monitor(policy) if _use_monitor(cfg) else None
+    truth = cfg.monitor in TRUTH_MONITORS
     grads = grad_norm_source(profile.name)
     observe = monitor.observe if monitor is not None else None
     cols: dict[str, list[Any]] = {
@@ -709,6 +710,13 @@ def simulate(
                 res = replace(res, compute_s=res.compute_s - w,
                               exposed_comm_s=res.exposed_comm_s + w, comm_s=res.comm_s + w)
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
+            if truth:
+                # A perfect monitor (diagnostic): the link the next decision meets, both
+                # terms or one of them (the other the monitor's estimate).
+                if cfg.monitor != "truth-bandwidth":
+                    est_lat = float(link.latency_at(start + res.iter_s))
+                if cfg.monitor != "truth-latency":
+                    est_bw = float(link.bandwidth_at(start + res.iter_s))
             cols["start_s"].append(start)
             cols["compute_s"].append(res.compute_s)
             cols["exposed_comm_s"].append(res.exposed_comm_s)
@@ -760,7 +768,8 @@ def simulate(
                 bucket_bytes=bucket_sizes,
                 latency_s=est_lat,
                 bandwidth_Bps=est_bw,
-                split_guessed=None if monitor is None else monitor.split_guessed,
+                split_guessed=None if monitor is None else (
+                    False if truth else monitor.split_guessed),
             )
             if bar is not None and (it + 1) % 256 == 0:
                 bar.update(256)

@@ -457,3 +457,30 @@ def test_an_opt_in_variant_runs_under_its_whole_spec() -> None:
     rec = tt._run(tt.BUNDLED[0], "lstm-ptb", 8, "mpc", int(6 * sc.target),
                   (("target_progress", sc.target), ("monitor_bandwidth_drift", 0.1)))
     assert sc.policies == {"mpc:monitor_bandwidth_drift=0.1": tt.tta_s(rec, sc.target)}
+
+
+def test_a_run_that_saw_the_true_link_is_no_adaptive_policy(monkeypatch: Any) -> None:
+    tt = _module()
+    truth = f"mpc:{tt.SIM_MONITOR}=truth"
+    a = tt.Scenario("t1", "w", 8, "stepped", 10.0, {1.0: 12.0, 0.1: 10.0},
+                    {"oracle": 9.0, "mpc": 9.6, truth: 9.1})
+    assert a.best_adaptive() == ("mpc", 9.6)
+    s = tt.summarise([a])
+    assert s["best_adaptive_within_5pct_of_oracle"] == 0
+    assert s["winner_per_class"] == {"stepped": "mpc"}
+    assert not tt.Scenario("t", "w", 8, "c", 1.0, {}, {"oracle": 1.0, truth: 1.0}).has_adaptive()
+    # run_scenario gives the run the monitor mode and the policy the rest of the spec.
+    calls: list[tuple[str, tuple[Any, ...], str]] = []
+
+    def fake_run(trace: str, workload: str, workers: int, policy: str, iters: int,
+                 params: tuple[Any, ...], fidelity: str = "analytic",
+                 monitor: str = "on") -> Any:
+        calls.append((policy, params, monitor))
+        return pd.DataFrame({"progress": [1e9], "start_s": [0.0], "iter_s": [1.0]})
+
+    monkeypatch.setattr(tt, "_run", fake_run)
+    monkeypatch.setattr(tt, "target_progress", lambda w: 1.0)
+    known = tt.Scenario("t", "w", 8, "c", 1.0, {1.0: 1.0}, {"oracle": 1.0})
+    sc = tt.run_scenario(tt.Scenario("t", "w", 8, "c"), [f"{truth}:history=20"], known=known)
+    assert calls == [("mpc", (("target_progress", 1.0), ("history", 20)), "truth")]
+    assert sc.policies[f"{truth}:history=20"] == 1.0
