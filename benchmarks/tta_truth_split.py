@@ -25,7 +25,7 @@ from typing import Any
 _TOL = 1e-9
 #: The variants compared, as the table keys them (those absent from a file are skipped).
 VARIANTS = ("mpc", "mpc:sim_monitor=truth", "mpc:sim_monitor=truth-latency",
-            "mpc:sim_monitor=truth-bandwidth")
+            "mpc:sim_monitor=truth-bandwidth", "mpc:sim_monitor=truth-ahead")
 
 
 def counts(rows: list[dict[str, Any]], policy: str) -> dict[str, int]:

@@ -97,7 +97,8 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         default="auto",
         help="link monitor: auto (off for dense/fixed unless their collective is auto), on, "
         "off; diagnostics: truth (the policy sees the true link instead of the estimates), "
-        "truth-latency, truth-bandwidth (one term true, the other estimated)",
+        "truth-latency, truth-bandwidth (one term true, the other estimated), truth-ahead "
+        "(the link's mean over the next iteration: one iteration of the future)",
     )
     p.add_argument(
         "--convergence",

@@ -76,7 +76,7 @@ _AUTO = "auto"
 
 #: The diagnostic monitor modes (:class:`SimConfig`'s ``monitor``): the policy sees the true
 #: link, both terms or one of them, instead of the monitor's estimates.
-TRUTH_MONITORS = ("truth", "truth-latency", "truth-bandwidth")
+TRUTH_MONITORS = ("truth", "truth-latency", "truth-bandwidth", "truth-ahead")
 
 
 def default_compressor(collective: str, density: float) -> str:
@@ -159,7 +159,9 @@ class SimConfig:
             latency and bandwidth of the pacing link at the time of the next decision instead
             of its estimates (``"truth"``: what a controller would do with a perfect monitor
             and no knowledge of the future), or the true latency alone
-            (``"truth-latency"``) or the true bandwidth alone (``"truth-bandwidth"``).
+            (``"truth-latency"``) or the true bandwidth alone (``"truth-bandwidth"``), or
+            the link's mean over the next iteration's span, taken as long as the last
+            iteration (``"truth-ahead"``: one iteration of the future).
         transport: stepwise only: ``ideal``, ``nccl``, ``gloo`` or a set of ``calibration``
             (:mod:`sim.transports`).
         topology: stepwise only: a topology TOML file or bundled name (:mod:`sim.topology`);

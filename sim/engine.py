@@ -476,6 +476,21 @@ def _seeds(seed: int) -> tuple[int, np.random.Generator]:
     return controller_seed(seed), np.random.default_rng(run_streams(seed)["stragglers"])
 
 
+def _mean_link(link: Any, t_s: float, span_s: float) -> tuple[float, float]:
+    """The link's mean over ``[t_s, t_s + span_s)``: latency averaged over 32 evenly spaced
+    instants, bandwidth the bytes it carries over the span per second (what a transfer
+    spanning it would see); the state at ``t_s`` for an empty span."""
+    if not span_s > 0.0:
+        return float(link.latency_at(t_s)), float(link.bandwidth_at(t_s))
+    n = _AHEAD_SAMPLES
+    lat = sum(float(link.latency_at(t_s + span_s * (k + 0.5) / n)) for k in range(n)) / n
+    return lat, float(link.bytes_between(t_s, t_s + span_s)) / span_s
+
+
+#: Instants :func:`_mean_link` averages the latency over.
+_AHEAD_SAMPLES = 32
+
+
 def _use_monitor(cfg: SimConfig) -> bool:
     if cfg.monitor == "on" or cfg.monitor in TRUTH_MONITORS:
         return True
@@ -712,11 +727,16 @@ def simulate(
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
             if truth:
                 # A perfect monitor (diagnostic): the link the next decision meets, both
-                # terms or one of them (the other the monitor's estimate).
-                if cfg.monitor != "truth-bandwidth":
-                    est_lat = float(link.latency_at(start + res.iter_s))
-                if cfg.monitor != "truth-latency":
-                    est_bw = float(link.bandwidth_at(start + res.iter_s))
+                # terms or one of them (the other the monitor's estimate), or its mean over
+                # the next iteration's span taken as long as this one (``truth-ahead``).
+                at = start + res.iter_s
+                if cfg.monitor == "truth-ahead":
+                    est_lat, est_bw = _mean_link(link, at, res.iter_s)
+                else:
+                    if cfg.monitor != "truth-bandwidth":
+                        est_lat = float(link.latency_at(at))
+                    if cfg.monitor != "truth-latency":
+                        est_bw = float(link.bandwidth_at(at))
             cols["start_s"].append(start)
             cols["compute_s"].append(res.compute_s)
             cols["exposed_comm_s"].append(res.exposed_comm_s)
