@@ -1,14 +1,16 @@
 """One table row per invocation of ``bench_real_tta.py``: the numbers the report's tables give.
 
 Usage: ``python benchmarks/real_tta_table.py RUN.json[=KEEP_DIR] ... [--policy NAME ...]
-[--json]``. Each argument is one invocation's ``--json`` output; ``=KEEP_DIR`` names the folder
+[--json] [--runs-csv FILE]``. Each argument is one invocation's ``--json`` output; ``=KEEP_DIR`` names the folder
 its ``--keep`` wrote (default: the JSON's path without ``.json``). Per invocation and per
 adaptive policy it reports the best fixed density in hindsight (mean over seeds and each seed),
 the second best and how far behind it ran, the policy's time to target per seed and its ratio to
 the best fixed density, iterations to the target per seed, the share of slow-phase iterations
 (the trace's lowest bandwidth) up to the target run at a density above the grid's least, and the
 decision seconds per iteration on the critical path. Last, per policy, the mean of the ratios over
-invocations and its standard error. The runs are read, not re-run; nothing here is timed.
+invocations and its standard error. ``--runs-csv`` also writes one row per run, fixed densities
+included, with its median compute time up to the target and whether that marks it disturbed.
+The runs are read, not re-run; nothing here is timed.
 """
 
 from __future__ import annotations
@@ -72,6 +74,36 @@ def invocation(path: Path, keep: Path, policies: list[str] | None) -> dict[str, 
     return row
 
 
+#: Median compute seconds per iteration above which a run counts as disturbed (the I rounds'
+#: largest, over 84 runs on the idle development VM, was 3.21 ms).
+DISTURBED_COMPUTE_S = 3.3e-3
+
+
+def run_rows(path: Path, keep: Path) -> list[dict[str, Any]]:
+    """One row per run of an invocation, fixed densities included: its time and iterations to
+    the target and, up to the target, its median compute and iteration seconds and whether it
+    was disturbed (:data:`DISTURBED_COMPUTE_S`)."""
+    import pandas as pd
+
+    data = json.loads(path.read_text())
+    out = []
+    for name, by_seed in data["runs_s"].items():
+        for seed, times in by_seed.items():
+            for rep, t in enumerate(times):
+                records = pd.read_parquet(keep / f"{_tag(name)}_s{seed}_r{rep}"
+                                          / "records.parquet")
+                i = _target_index(records, data["target_loss"])
+                part = records if i is None else records.iloc[: i + 1]
+                compute = float(part["compute_s"].median())
+                out.append({"invocation": path.stem, "policy": name, "seed": int(seed),
+                            "repeat": rep, "time_to_target_s": t,
+                            "iterations_to_target": math.nan if i is None else i + 1,
+                            "compute_median_s": compute,
+                            "iter_median_s": float(part["iter_s"].median()),
+                            "disturbed": compute > DISTURBED_COMPUTE_S})
+    return out
+
+
 def _markdown(rows: list[dict[str, Any]]) -> str:
     lines = []
     for r in rows:
@@ -106,15 +138,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", action="append", help="adaptive policy entries to report "
                         "(default: every one in the JSON)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--runs-csv", metavar="FILE",
+                        help="also write one row per run (fixed densities included): time and "
+                             "iterations to target, median compute and iteration seconds, "
+                             f"disturbed (median compute > {DISTURBED_COMPUTE_S * 1e3:g} ms)")
     args = parser.parse_args(argv)
     rows = []
+    per_run: list[dict[str, Any]] = []
     for spec in args.runs:
         js, _, keep = spec.partition("=")
         path = Path(js)
         if not path.is_file():
             sys.stderr.write(f"real_tta_table: no such file: {path}\n")
             return 2
-        rows.append(invocation(path, Path(keep) if keep else path.with_suffix(""), args.policy))
+        folder = Path(keep) if keep else path.with_suffix("")
+        rows.append(invocation(path, folder, args.policy))
+        if args.runs_csv:
+            per_run.extend(run_rows(path, folder))
+    if args.runs_csv:
+        import pandas as pd
+
+        tmp = Path(args.runs_csv + ".tmp")
+        pd.DataFrame(per_run).to_csv(tmp, index=False)
+        tmp.replace(args.runs_csv)
     sys.stdout.write(json.dumps(rows, indent=1) + "\n" if args.json else _markdown(rows))
     return 0
 

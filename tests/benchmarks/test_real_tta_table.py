@@ -72,3 +72,24 @@ def test_cli_prints_a_row_and_the_mean_and_refuses_a_missing_file(tmp_path: Path
     res = subprocess.run([sys.executable, str(_SCRIPT), str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and res.stderr.count("\n") == 1
+
+
+def test_runs_csv_has_a_row_per_run_with_its_compute_median(tmp_path: Path) -> None:
+    mod = load_script("real_tta_table")
+    keep = tmp_path / "K9"
+    # A fixed run at 2 ms compute, a disturbed policy run at 5 ms; loss reaches the target at
+    # index 16 as above, so the medians are over the first 17 iterations.
+    for name, compute_s in (("fixed_0.001", 0.002), ("mpc_replan_drop3", 0.005)):
+        rec = _records([0.001] * 40, 10)
+        rec["compute_s"] = [compute_s] * 17 + [0.1] * 23
+        run = keep / f"{name}_s1_r0"
+        run.mkdir(parents=True)
+        rec.to_parquet(run / "records.parquet")
+    path = tmp_path / "K9.json"
+    path.write_text(json.dumps({"target_loss": 1.0, "runs_s": {
+        "fixed 0.001": {"1": [2.0]}, _POLICY: {"1": [1.5]}}}))
+    rows = mod.run_rows(path, keep)
+    assert [(r["policy"], r["seed"], r["time_to_target_s"], r["iterations_to_target"],
+             r["compute_median_s"], r["disturbed"]) for r in rows] == [
+        ("fixed 0.001", 1, 2.0, 17, 0.002, False), (_POLICY, 1, 1.5, 17, 0.005, True)]
+    assert rows[0]["iter_median_s"] == 0.01
