@@ -282,7 +282,7 @@ class SimConfig:
     def _validate(self) -> None:
         from sim.config_checks import validate_config
 
-        validate_config(self, FIDELITIES)
+        validate_config(self, FIDELITIES, TRUTH_MONITORS)
 
     # --------------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:

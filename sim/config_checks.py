@@ -6,17 +6,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sim.config import TRUTH_MONITORS
 from sim.errors import InputError
 from sim.resource_bounds import check_sim_bounds
 
 __all__ = ["validate_config"]
 
 
-def validate_config(cfg: Any, fidelities: tuple[str, ...]) -> None:
+def validate_config(cfg: Any, fidelities: tuple[str, ...],
+                    truth_monitors: tuple[str, ...] = ()) -> None:
     """Raise :class:`InputError` (one line) for the first invalid field of ``cfg`` (a
     :class:`sim.config.SimConfig`, whose module imports this one; ``fidelities`` its known
-    fidelity levels)."""
+    fidelity levels, ``truth_monitors`` its diagnostic monitor modes)."""
     from sim.control.types import COLLECTIVES
 
     def need_str(name: str, value: Any) -> None:
@@ -69,9 +69,9 @@ def validate_config(cfg: Any, fidelities: tuple[str, ...]) -> None:
         cfg.transport != "ideal" or cfg.topology is not None or cfg.calibration is not None
     ):
         raise InputError("transport, topology and calibration need fidelity stepwise or events")
-    if cfg.monitor not in ("auto", "on", "off", *TRUTH_MONITORS):
-        raise InputError(f"monitor must be auto, on, off, {', '.join(TRUTH_MONITORS)}, got "
-                         f"{cfg.monitor!r}")
+    if cfg.monitor not in ("auto", "on", "off", *truth_monitors):
+        known = ", ".join(("auto", "on", "off", *truth_monitors))
+        raise InputError(f"monitor must be one of {known}, got {cfg.monitor!r}")
     if cfg.convergence not in ("auto", "off"):
         raise InputError(f"convergence must be auto or off, got {cfg.convergence!r}")
     if cfg.collective is not None and cfg.collective not in (*COLLECTIVES, "auto"):
