@@ -28,10 +28,13 @@ VARIANTS = ("mpc", "mpc:sim_monitor=truth", "mpc:sim_monitor=truth-latency",
             "mpc:sim_monitor=truth-bandwidth", "mpc:sim_monitor=truth-ahead")
 
 
+#: The three counts, in the order they are printed.
+COUNTS = ("within_5pct_of_oracle", "at_least_best_fixed", "more_than_5pct_behind_best_fixed")
+
+
 def counts(rows: list[dict[str, Any]], policy: str) -> dict[str, int]:
-    """The three counts of ``policy`` over a table's scenario rows."""
-    out = {"within_5pct_of_oracle": 0, "at_least_best_fixed": 0,
-           "more_than_5pct_behind_best_fixed": 0}
+    """The three counts (:data:`COUNTS`) of ``policy`` over a table's scenario rows."""
+    out = dict.fromkeys(COUNTS, 0)
     for r in rows:
         t = r["policies"][policy]
         oracle = r["policies"]["oracle"]
@@ -90,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if len(summary) > 1:  # every table together (variants run on every table)
         common = [v for v in VARIANTS if all(v in by for by in summary.values())]
-        summary["all"] = {v: {k: sum(by[v][k] for by in summary.values())
-                              for k in summary[next(iter(summary))][v]} for v in common}
+        summary["all"] = {v: {k: sum(by[v][k] for by in summary.values()) for k in COUNTS}
+                          for v in common}
     if args.csv:
         fields = list(dict.fromkeys(k for r in tidy for k in r))  # first-seen order
         tmp = Path(args.csv + ".tmp")
