@@ -116,11 +116,15 @@ def _launch_row(cfg: RealConfig, path: Path, row: dict[str, Any], rows: list[dic
 
 
 def real_runs(out: Path, device: str, steps: int, synth_steps: int,
-              rows: list[dict[str, Any]], on_row: Callable[[], None] | None = None) -> None:
-    """Every (rank set-up, workload, variant) run; appends one row each to ``rows`` and calls
-    ``on_row`` after each (so a time-boxed run keeps what finished)."""
+              rows: list[dict[str, Any]], on_row: Callable[[], None] | None = None,
+              workloads: tuple[str, ...] = ("digits-cnn", "resnet50")) -> None:
+    """Every (rank set-up, workload, variant) run of the named ``workloads``; appends one row
+    each to ``rows`` and calls ``on_row`` after each (so a time-boxed run keeps what
+    finished)."""
     for workload, synthetic, n in (("digits-cnn", False, steps),
                                    ("resnet50", True, synth_steps)):
+        if workload not in workloads:
+            continue
         for setup, nproc, backend, share in _rank_setups(device):
             for label, policy, params, hook in VARIANTS:
                 cfg = RealConfig(workload=workload, nproc=nproc, steps=n, emulation="none",
@@ -132,6 +136,10 @@ def real_runs(out: Path, device: str, steps: int, synth_steps: int,
                     "setup": setup, "workload": workload + (" (synthetic)" if synthetic else ""),
                     "variant": label}
                 _launch_row(cfg, out / "runs" / name, row, rows, on_row)
+
+
+#: The workloads of the runs and overhead parts, in the order they run (resnet50 is synthetic).
+WORKLOADS = ("digits-cnn", "resnet50", "char-lstm")
 
 
 #: The stepped trace of ``benchmarks/bench_real_tta.py`` and its latest declared ``mpc`` settings
@@ -233,6 +241,9 @@ def main() -> int:
                     help="process groups per overhead measurement (default 2)")
     ap.add_argument("--only", default="runs,controllers,overhead,compressors",
                     help="comma-separated parts to run")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="comma-separated workloads of the runs and overhead parts (default: "
+                    "all of them, %(default)s)")
     args = ap.parse_args()
     if args.from_json is not None:
         merged: dict[str, Any] = {}
@@ -243,6 +254,10 @@ def main() -> int:
     out = Path(args.work or tempfile.mkdtemp(prefix="bench-gpu-"))
     out.mkdir(parents=True, exist_ok=True)
     parts = set(args.only.split(","))
+    workloads = tuple(w for w in args.workloads.split(",") if w)
+    unknown = sorted(set(workloads) - set(WORKLOADS))
+    if unknown:
+        ap.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
     result: dict[str, Any] = {"environment": environment()}
     print(json.dumps(result["environment"]), flush=True)
 
@@ -259,7 +274,8 @@ def main() -> int:
             save()
     if "runs" in parts:
         result["runs"] = []
-        real_runs(out, args.device, args.steps, args.synthetic_steps, result["runs"], save)
+        real_runs(out, args.device, args.steps, args.synthetic_steps, result["runs"], save,
+                  workloads)
     if "controllers" in parts:
         result["controllers"] = []
         controller_runs(out, args.device, args.steps, result["controllers"], save)
@@ -267,6 +283,8 @@ def main() -> int:
         cuda = args.device == "cuda"
         result["overhead"] = []
         for wl, synth in (("digits-cnn", False), ("resnet50", True), ("char-lstm", False)):
+            if wl not in workloads:
+                continue
             for nproc, backend in ((1, "nccl" if cuda else "gloo"), (2, "gloo")):
                 rows = bench_overhead(out, args.synthetic_steps if synth else args.steps,
                                       args.repeats, device=args.device, backend=backend,

@@ -22,3 +22,23 @@ def test_controller_settings_build_an_mpc_for_their_workload() -> None:
     # so the controller plans under it, not under the model that scores simulated runs.
     assert ctl.progress_model.workload == "digits-mlp"
     assert ctl.progress_model is not ProgressModel.for_workload("digits-mlp")
+
+
+def test_workloads_pick_the_runs_and_an_unknown_one_is_refused(tmp_path, monkeypatch) -> None:
+    import sys
+
+    import pytest
+
+    mod = load_script("bench_gpu", with_dir=True)
+    made: list[str] = []
+    monkeypatch.setattr(mod, "_launch_row",
+                        lambda cfg, path, row, rows, on_row: made.append(cfg.workload))
+    mod.real_runs(tmp_path, "cpu", 2, 2, [], workloads=("resnet50",))
+    assert made and set(made) == {"resnet50"}
+    made.clear()
+    mod.real_runs(tmp_path, "cpu", 2, 2, [])
+    assert set(made) == {"digits-cnn", "resnet50"}
+    monkeypatch.setattr(sys, "argv", ["bench_gpu.py", "--workloads", "resnet50,vgg"])
+    with pytest.raises(SystemExit) as exc:
+        mod.main()
+    assert exc.value.code == 2
