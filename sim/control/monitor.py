@@ -84,7 +84,11 @@ class LinkMonitor:
         smoothing: ``"none"`` (raw fits), ``"ewma"`` (EWMA of alpha and beta with
             ``ewma_weight``) or ``"min"`` (minimum alpha and minimum beta, i.e. maximum
             bandwidth, over the last ``min_window`` fits: the base link, ignoring transient
-            congestion).
+            congestion). With a latency reference, ``"ewma"`` smooths nothing: the split at
+            the reference is already filtered (the least residual of ``residual_rows``
+            rows), and an average of beta over it would let one window whose rows were all
+            delayed (a transport hiccup on a loaded machine: 2-7 ms on a 1.2 ms collective)
+            hold the bandwidth estimate down for several collectives.
         ewma_weight: weight of the newest fit for ``smoothing="ewma"``.
         min_window: fits remembered by ``smoothing="min"``.
         prior_latency_s, prior_bandwidth_Bps: optional starting estimates (e.g. a ping and an
@@ -209,7 +213,7 @@ class LinkMonitor:
         if raw is None:
             return
         alpha, beta = raw
-        if self.smoothing == "ewma":
+        if self.smoothing == "ewma" and self._latency_ref is None:
             alpha, beta = self._ewma_alpha.update(alpha), self._ewma_beta.update(beta)
         elif self.smoothing == "min":
             alpha, beta = self._min_alpha.update(alpha), self._min_beta.update(beta)

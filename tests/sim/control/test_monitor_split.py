@@ -159,3 +159,29 @@ def test_reference_survives_reset_and_is_validated() -> None:
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="latency reference"):
             m.set_latency_reference(bad)
+
+
+def test_a_window_of_delayed_rows_does_not_linger_under_the_default_smoothing() -> None:
+    """With a reference the split is already filtered (least residual of its rows), so the
+    default ``ewma`` smoothing leaves it alone: a window whose rows were all delayed by a
+    transport hiccup (4 ms on a 1.16 ms collective) reads low for that window only, and the
+    first clean row after it brings the estimate back. An EWMA of beta would hold it down
+    for several rows; without a reference the default still smooths."""
+    pinned = LinkMonitor(latency_reference_s=1e-3, residual_rows=2)
+    plain = LinkMonitor()
+    assert pinned.smoothing == plain.smoothing == "ewma"
+    clean = _row(1e-3, 1.25e6, 1.0, 80.0)
+    spiked = _row(1e-3, 1.25e6, 1.0, 80.0, noise_s=4e-3)
+    for row in [clean] * 6 + [spiked] * 2:
+        pinned.observe(*row)
+    assert pinned.estimate()[1] < 0.05 * 1.25e6  # both rows delayed: read as a slow link
+    pinned.observe(*clean)
+    assert pinned.estimate()[1] == pytest.approx(1.25e6)
+    for row in [_row(1e-3, 1.25e6, 1.0, 80.0), _row(1e-3, 1.25e6, 1.0, 4000.0)] * 4:
+        plain.observe(*row)
+    before = plain.estimate()[1]
+    plain.observe(*_row(1e-3, 6.25e4, 1.0, 4000.0))
+    after = plain.estimate()[1]
+    assert before is not None and after is not None
+    # Half way (in beta) from the old bandwidth to the new one: smoothed.
+    assert 6.25e4 * 1.5 < after < before
