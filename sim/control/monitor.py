@@ -107,9 +107,9 @@ class LinkMonitor:
             Latency changes after the reference was taken are then read as bandwidth (take
             a new reference, or none, on links whose latency moves).
         residual_rows: rows whose least residual is the byte term of that split (default
-            :data:`~sim.control.monitor_split.RESIDUAL_ROWS`, at most ``window``): more rows see
-            through timing noise that delays most collectives (a loaded machine), at the price
-            of noticing a slower link that many rows late.
+            :data:`~sim.control.monitor_split.RESIDUAL_ROWS`, or ``window`` if fewer; at most
+            ``window``): more rows see through timing noise that delays most collectives (a
+            loaded machine), at the price of noticing a slower link that many rows late.
         bandwidth_drift: the Kalman filter's random-walk step of log beta per measurement
             (default :data:`~sim.control.monitor_kalman.BANDWIDTH_DRIFT`, a third of the
             latency's: a surprise the rows do not resolve goes mostly to latency). Raise it
@@ -127,12 +127,14 @@ class LinkMonitor:
         prior_bandwidth_Bps: float | None = None,
         fit: str = "robust",
         latency_reference_s: float | None = None,
-        residual_rows: int = RESIDUAL_ROWS,
+        residual_rows: int | None = None,
         bandwidth_drift: float = BANDWIDTH_DRIFT,
     ) -> None:
         if not (math.isfinite(bandwidth_drift) and bandwidth_drift > 0.0):
             raise ValueError(f"bandwidth_drift must be > 0, got {bandwidth_drift!r}")
         self.bandwidth_drift = float(bandwidth_drift)
+        if residual_rows is None:
+            residual_rows = min(RESIDUAL_ROWS, window)
         if isinstance(residual_rows, bool) or not 1 <= residual_rows <= window:
             raise ValueError(f"residual_rows must be in [1, window], got {residual_rows!r}")
         self.residual_rows = int(residual_rows)

@@ -51,17 +51,17 @@ def test_residual_rows_validation() -> None:
 
 
 def test_more_residual_rows_see_through_frequent_delays_and_see_a_slow_link_later() -> None:
-    """Three delayed collectives in a row read as a slow link with the default three rows; with
-    six, one clean collective among the last six keeps the fast link, and a real slow-down
-    shows once it fills all six."""
+    """Three delayed collectives in a row read as a slow link with three rows; with six, one
+    clean collective among the last six keeps the fast link, and a real slow-down shows once it
+    fills all six."""
     fast, slow = 1.25e6, 6.25e4
     clean = _row(fast)
     late = _row(fast, noise_s=2e-3)
     window = [clean, late, clean, late, late, late]
-    assert pinned_split(window, 1e-3)[1] > 10.0 / fast  # type: ignore[index]
+    assert pinned_split(window, 1e-3, 3)[1] > 10.0 / fast  # type: ignore[index]
     got = pinned_split(window, 1e-3, 6)
     assert got is not None and got[1] == pytest.approx(1.0 / fast)
-    m3 = LinkMonitor(smoothing="none", latency_reference_s=1e-3)
+    m3 = LinkMonitor(smoothing="none", latency_reference_s=1e-3, residual_rows=3)
     m6 = LinkMonitor(smoothing="none", latency_reference_s=1e-3, residual_rows=6)
     for r in [clean] * 8:
         m3.observe(*r)
