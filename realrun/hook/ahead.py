@@ -6,18 +6,19 @@ A plan can cost milliseconds of CPU (``mpc``), and the hook asks for the decisio
 bucket of the backward pass, on the critical path. With a lag of one step, the call can run
 wherever the rank would otherwise idle: it starts at the step's first emulated network wait
 (:meth:`DecisionAhead.run_idle`, called by the emulator before it sleeps) on a helper thread and
-overlaps the step's waits; the step's end (the hook's ``end_iteration``) joins it. If no wait
-came, it runs there, on the critical path as without the lag.
+overlaps the step's waits; the step's end (the hook's ``end_iteration``) waits for it. If no
+wait came, it runs there, on the critical path as without the lag.
 Either way every rank computes the same decision from the same agreed observation, and the
 simulator applies decisions with the same lag (:class:`sim.config.SimConfig` ``decision_lag``),
 so both worlds run one controller the same way.
 
-The helper thread runs at the lowest scheduling priority (nice :data:`HELPER_NICE`, Linux; elsewhere
-as it is): a rank pinned to one core shares that core between the waiting thread and the
-helper, and at equal priority the kernel lets the helper finish its time slice before the woken
-waiter runs, which adds that delay to every measured collective (0.5 ms at the 10th percentile
-on the stepped trace's 1 ms collectives) and reads as a slower link. At the lowest priority the
-woken waiter preempts the helper at once and takes the GIL back within the switch interval.
+The helper is one thread, parked on an event between calls, at the lowest scheduling priority
+(nice :data:`HELPER_NICE` on Linux; elsewhere as it is). Whatever the waiting thread waits for
+on its way back from a wait (the core, the GIL) lands inside the measured collective and reads
+as a slower link: with a thread started per call (``Thread.start`` hands the GIL to the new
+thread and waits to get it back) and a 0.2 ms switch interval, the stepped trace's 1.16 ms
+collectives measured 1.48 ms at their 10th percentile; with the parked helper and a 20 us
+interval, 1.19-1.21 ms.
 
 The wait may be on the process group's worker thread (the asynchronous dense path), so a lock
 makes the job start once. The main thread gets the GIL back from the helper within Python's
