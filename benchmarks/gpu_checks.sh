@@ -4,7 +4,8 @@
 # mpc on the device, hook overhead, compressor timings. Writes at most 10 files to OUTDIR (logs and JSON);
 # `python benchmarks/bench_gpu.py --from-json OUTDIR/*.json` renders them as Markdown.
 # Usage: bash benchmarks/gpu_checks.sh OUTDIR  (env PARTS="runs controllers overhead compressors" picks parts;
-# WORKLOADS (comma-separated) picks the runs' and overhead's workloads; STEPS, SYNTH_STEPS, REPEATS and the time boxes PYTEST_S, RUNS_S, CTRL_S, OVERHEAD_S, COMP_S size them;
+# WORKLOADS (comma-separated) picks the runs' and overhead's workloads; STEPS, SYNTH_STEPS, REPEATS
+# and the time boxes PYTEST_S, RUNS_S, CTRL_S, OVERHEAD_S, COMP_S size them;
 # PACK=1 leaves one archive, OUTDIR/gpu_checks.tar.gz, instead of the separate files, for a machine
 # that hands back only a few files per command)
 set -uo pipefail

@@ -102,10 +102,10 @@ def hook_state_for(cfg: RealConfig, rank: int, world: int, *, player: TracePlaye
     if cfg.decision_lag:
         # The decision computed ahead runs on a helper thread while this one waits on the
         # network; when the wait ends this thread gets the GIL back within the switch interval
-        # (5 ms by default: as long as a whole fast iteration). Whatever it waits for the GIL
-        # lands in the measured collective: at 0.2 ms (and a thread started per call), the
-        # stepped trace's 1.16 ms collectives measured 1.48 ms at their 10th percentile, at
-        # 20 us with one parked helper 1.19-1.21 ms (without a lag: 1.16-1.18 ms).
+        # (5 ms by default: as long as a whole fast iteration). Its wait for the GIL lands in
+        # the measured collective: at 0.2 ms (and a thread started per call), the stepped
+        # trace's 1.16 ms collectives measured 1.48 ms at their 10th percentile, at 20 us with
+        # one parked helper 1.19-1.21 ms (without a lag: 1.16-1.18 ms).
         sys.setswitchinterval(LAG_SWITCH_INTERVAL_S)
     return CompressionHookState(
         controller=controller if controller is not None else cfg.controller(),

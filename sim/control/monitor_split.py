@@ -32,7 +32,7 @@ __all__ = ["RESIDUAL_ROWS", "RESOLUTION_REL", "SPLIT_SINE", "identifiable", "pin
 SPLIT_SINE = 0.05
 #: Rows whose least residual gives the byte term in :func:`pinned_split`. Five, not three, since
 #: round N of the real 2-rank runs (docs/benchmarks/controllers.md): on a 2-core machine more
-#: than half of the 1.2 ms collectives ran 2-7 ms late, and with three rows the defaults read the
+#: than half of the 1.2 ms collectives took 2-7 ms, and with three rows the defaults read the
 #: fast link at 0.35-0.86x the truth (five rows: 0.44-0.93x); the defaults' time to target went
 #: from 1.105x the best fixed density to 1.033x (six invocations). Only splits at a latency
 #: reference use it (no simulated table has one).
