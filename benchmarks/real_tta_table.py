@@ -158,9 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs_csv:
         import pandas as pd
 
-        tmp = Path(args.runs_csv + ".tmp")
-        pd.DataFrame(per_run).to_csv(tmp, index=False)
-        tmp.replace(args.runs_csv)
+        from compctl_base.atomic_files import atomic_path
+
+        with atomic_path(args.runs_csv) as tmp:
+            pd.DataFrame(per_run).to_csv(tmp, index=False)
     sys.stdout.write(json.dumps(rows, indent=1) + "\n" if args.json else _markdown(rows))
     return 0
 

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from compctl_base.atomic_files import atomic_open
+
 _TOL = 1e-9
 #: The variants compared, as the table keys them (those absent from a file are skipped).
 VARIANTS = ("mpc", "mpc:sim_monitor=truth", "mpc:sim_monitor=truth-latency",
@@ -97,12 +99,10 @@ def main(argv: list[str] | None = None) -> int:
                           for v in common}
     if args.csv:
         fields = list(dict.fromkeys(k for r in tidy for k in r))  # first-seen order
-        tmp = Path(args.csv + ".tmp")
-        with tmp.open("w", newline="") as fh:
+        with atomic_open(args.csv) as fh:
             w = csv.DictWriter(fh, fieldnames=fields)
             w.writeheader()
             w.writerows(tidy)
-        tmp.replace(args.csv)
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=1) + "\n")
         return 0

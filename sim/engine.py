@@ -476,6 +476,10 @@ def _seeds(seed: int) -> tuple[int, np.random.Generator]:
     return controller_seed(seed), np.random.default_rng(run_streams(seed)["stragglers"])
 
 
+#: Instants :func:`_mean_link` averages the latency over.
+_AHEAD_SAMPLES = 32
+
+
 def _mean_link(link: Any, t_s: float, span_s: float) -> tuple[float, float]:
     """The link's mean over ``[t_s, t_s + span_s)``: latency averaged over 32 evenly spaced
     instants, bandwidth the bytes it carries over the span per second (what a transfer
@@ -485,10 +489,6 @@ def _mean_link(link: Any, t_s: float, span_s: float) -> tuple[float, float]:
     n = _AHEAD_SAMPLES
     lat = sum(float(link.latency_at(t_s + span_s * (k + 0.5) / n)) for k in range(n)) / n
     return lat, float(link.bytes_between(t_s, t_s + span_s)) / span_s
-
-
-#: Instants :func:`_mean_link` averages the latency over.
-_AHEAD_SAMPLES = 32
 
 
 def _use_monitor(cfg: SimConfig) -> bool:
