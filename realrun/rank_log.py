@@ -22,7 +22,7 @@ ROW_KEYS: tuple[str, ...] = (
     "iteration", "start_s", "compute_s", "exposed_comm_s", "compress_s", "iter_s", "bytes_sent",
     "density", "compressor", "collective", "latency_s", "bandwidth_Bps", "policy", "source",
     "comm_s", "gain", "loss", "accuracy", "eval_loss", "est_latency_s", "est_bandwidth_Bps",
-    "warmup",
+    "est_split", "warmup",
 )
 
 
@@ -140,6 +140,7 @@ def partial_rows(logs: dict[int, list[dict[str, Any]]], policy: str) -> list[dic
             "eval_loss": _num(ev.get("eval_loss")),
             "est_latency_s": nan,
             "est_bandwidth_Bps": nan,
+            "est_split": "",
             "warmup": bool(first.get("warmup", False)),
         })
     return rows

@@ -621,6 +621,7 @@ def simulate(
             "gain",
             "est_latency_s",
             "est_bandwidth_Bps",
+            "est_split",
         )
     }
     if stepwise:
@@ -725,7 +726,9 @@ def simulate(
                 res = replace(res, compute_s=res.compute_s - w,
                               exposed_comm_s=res.exposed_comm_s + w, comm_s=res.comm_s + w)
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
+            est_split = monitor.split_source if monitor is not None else ""
             if truth:
+                est_split = cfg.monitor
                 # A perfect monitor (diagnostic): the link the next decision meets, both
                 # terms or one of them (the other the monitor's estimate), or its mean over
                 # the next iteration's span taken as long as this one (``truth-ahead``).
@@ -753,6 +756,7 @@ def simulate(
             cols["gain"].append(gain)
             cols["est_latency_s"].append(nan if est_lat is None else est_lat)
             cols["est_bandwidth_Bps"].append(nan if est_bw is None else est_bw)
+            cols["est_split"].append(est_split)
             if lossy_on:
                 cols["delivered_frac"].append(res.delivered_frac)
                 cols["dropped_frac"].append(res.dropped_frac)

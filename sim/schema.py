@@ -40,6 +40,10 @@ OPTIONAL_COLUMNS: dict[str, str] = {
     "pred_accuracy": "float64",
     "est_latency_s": "float64",  # the monitor's estimates the controller saw
     "est_bandwidth_Bps": "float64",
+    # what the estimates' latency/bandwidth split rests on: "fit", "reference", "guess",
+    # "prior" (sim.control.monitor.SPLIT_SOURCES), a perfect monitor's name ("truth", ...) in
+    # the simulator's diagnostics, "" without a monitor
+    "est_split": "string",
     "rank": "int64",
     "decide_s": "float64",  # the controller's decide() seconds in the iteration
     "decide_hidden_s": "float64",  # the part of decide_s hidden in network waits (lag 1)

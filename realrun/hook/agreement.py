@@ -182,6 +182,7 @@ class Agreement:
             world_size=self.world_size,
             est_latency_s=lat,
             est_bandwidth_Bps=bw,
+            est_split=self.monitor.split_source,
             timed=timed,
             link_comm_s=float(sum(max(svc, 0.0) for svc in services)),
             tmin=tmin,

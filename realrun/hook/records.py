@@ -87,6 +87,9 @@ class IterationStats:
     #: rank that reaches the exchange last waits for nobody, so this is the exchange without
     #: the other ranks' lateness, and ``iter_s`` minus it the time until every rank was ready.
     exposed_comm_min_s: float = math.nan
+    #: What the estimates' latency/bandwidth split rests on (the monitor's
+    #: :attr:`~sim.control.monitor.LinkMonitor.split_source`; ``""``: no monitor).
+    est_split: str = ""
 
 
 @dataclass
@@ -193,6 +196,7 @@ def agreed_stats(
     timed: bool,
     link_comm_s: float = math.nan,
     tmin: list[float] | None = None,
+    est_split: str = "",
 ) -> IterationStats:
     """The :class:`IterationStats` of ``cur`` from the column-wise max and sum over ranks (and
     min, ``tmin``, for ``exposed_comm_min_s``; NaN without it)."""
@@ -217,4 +221,5 @@ def agreed_stats(
         decide_s=tmax[DECIDE_COL],
         decide_hidden_s=tmax[DECIDE_COL + 1],
         exposed_comm_min_s=tmin[2] if tmin is not None and tmin[2] >= 0.0 else math.nan,
+        est_split=est_split,
     )

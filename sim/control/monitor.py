@@ -54,6 +54,7 @@ __all__ = [
     "MinFilter",
     "LinkMonitor",
     "SMOOTHING_MODES",
+    "SPLIT_SOURCES",
     "monitor_for",
 ]
 
@@ -63,6 +64,14 @@ _log = logging.getLogger(__name__)
 SMOOTHING_MODES: tuple[str, ...] = ("none", "ewma", "min")
 #: Accepted values of ``LinkMonitor(fit=...)``.
 FIT_MODES: tuple[str, ...] = ("robust", "lstsq")
+#: What :attr:`LinkMonitor.split_source` can say the estimate's latency/bandwidth split rests
+#: on: ``"fit"`` (rows of different shapes resolved it), ``"reference"`` (latency pinned at the
+#: latency reference), ``"guess"`` (no window resolved it: an even split, a bound, or the
+#: whole duration booked to bytes; the sum is measured, the split is not), ``"prior"`` (the
+#: starting estimates' split, scaled to the measured durations once there are some). ``""``: no estimate.
+SPLIT_SOURCES: tuple[str, ...] = ("fit", "reference", "guess", "prior", "")
+
+
 class LinkMonitor:
     """Latency and bandwidth estimates from ``(n_alpha, n_bytes, seconds)`` of past collectives.
 
@@ -187,6 +196,14 @@ class LinkMonitor:
         guess until a window of other shapes pins it."""
         return self._kalman is not None and self._guessed
 
+    @property
+    def split_source(self) -> str:
+        """What the current estimate's latency/bandwidth split rests on, one of
+        :data:`SPLIT_SOURCES`. A run's records carry it (``est_split``) beside the estimate, so
+        a reader can tell a measured bandwidth from one that only completes a measured sum
+        (one collective shape and no latency reference: a fixed-density run without pings)."""
+        return self._source
+
     def reset(self) -> None:
         """Forget every measurement (the priors and the latency reference are kept)."""
         self._rows: deque[tuple[float, float, float]] = deque(maxlen=self.window)
@@ -199,6 +216,7 @@ class LinkMonitor:
         self._kalman: KalmanLink | None = None
         #: Whether the filter runs from an even split no rows resolved (:func:`_robust_start`).
         self._guessed = False
+        self._source = "prior" if self._prior != (None, None) else ""
         self.n_observations = 0
 
     def observe(self, n_alpha: float, n_bytes: float, seconds: float) -> None:
@@ -214,14 +232,16 @@ class LinkMonitor:
         raw = self._raw_estimate()
         if raw is None:
             return
-        alpha, beta = raw
+        (alpha, beta), self._source = raw
         if self.smoothing == "ewma" and self._latency_ref is None:
             alpha, beta = self._ewma_alpha.update(alpha), self._ewma_beta.update(beta)
         elif self.smoothing == "min":
             alpha, beta = self._min_alpha.update(alpha), self._min_beta.update(beta)
         self._alpha_s, self._beta = alpha, beta
 
-    def _raw_estimate(self) -> tuple[float, float] | None:
+    def _raw_estimate(self) -> tuple[tuple[float, float], str] | None:
+        """The newest window's split and what it rests on (see :data:`SPLIT_SOURCES`);
+        ``None``: keep the current estimate (or, before any, the whole duration on bytes)."""
         rows = self._rows
         if self._latency_ref is not None:
             # No collective is faster than its latencies: a duration below the reference's
@@ -237,14 +257,15 @@ class LinkMonitor:
             # ever exact, so trusting exact windows would make its monitor differ from a real
             # hook's fed the same kind of reference.
             self._kalman = None
-            return pinned_split(rows, self._latency_ref, self.residual_rows)
+            pinned = pinned_split(rows, self._latency_ref, self.residual_rows)
+            return None if pinned is None else (pinned, "reference")
         if self.fit == "robust" and len(rows) >= 2:
             exact = _fit_rows(rows)
             if exact is not None and exact[0] > 0.0 and _consistent(rows, exact):
                 # The window is one link state, measured without error: the split is exact.
                 self._kalman = _restart(exact, rows, self.bandwidth_drift)
                 self._guessed = False
-                return exact
+                return exact, "fit"
             settled = _newest_settled(rows)
             if settled is not None and not self._agrees(settled):
                 # The newest rows split well despite a jittering latency, and the filter's
@@ -253,7 +274,7 @@ class LinkMonitor:
                 self._kalman = KalmanLink(settled[0], settled[1], rel_sd=_EXACT_SD,
                                           bandwidth_drift=self.bandwidth_drift)
                 self._guessed = False
-                return settled[0], settled[1]
+                return (settled[0], settled[1]), "fit"
         if self._kalman is not None and self._kalman.unresolved:
             # The filter's latency sits near zero, where its gain on latency vanishes: it would
             # read a rise of the latency as a collapse of bandwidth. The newest rows that one
@@ -262,7 +283,7 @@ class LinkMonitor:
             if split is not None:
                 self._kalman = _restart(split, rows, self.bandwidth_drift)
                 self._guessed = False
-                return split
+                return split, "fit"
         if self._kalman is not None and self._guessed:
             # The filter started from an even split its rows could not resolve: where rows
             # since bound the byte term below what it holds, take the bound.
@@ -270,19 +291,19 @@ class LinkMonitor:
             if bound is not None and bound[1] < self._kalman.beta:
                 self._kalman = KalmanLink(bound[0], bound[1], rel_sd=1.0,
                                           bandwidth_drift=self.bandwidth_drift)
-                return bound
+                return bound, "guess"
         if self._kalman is not None:
-            return self._kalman.update(*rows[-1])
+            return self._kalman.update(*rows[-1]), "guess" if self._guessed else "fit"
         if self.fit == "robust" and len(rows) >= 2:
             start = _robust_start(rows)
             if start is not None:
                 self._kalman = KalmanLink(start[0], start[1], rel_sd=start[2],
                                           bandwidth_drift=self.bandwidth_drift)
                 self._guessed = start[2] >= 1.0
-                return start[0], start[1]
+                return (start[0], start[1]), "guess" if self._guessed else "fit"
         fit = _fit_rows(rows)
         if fit is not None:
-            return fit
+            return fit, "fit"
         a = [r[0] for r in rows]
         b = [r[1] for r in rows]
         t = [r[2] for r in rows]
@@ -293,7 +314,8 @@ class LinkMonitor:
             if predicted > 0.0:
                 scale = sum(t) / predicted
                 if scale > 0.0:
-                    return alpha0 * scale, self._beta * scale
+                    # The split is the one known before, so is what it rests on.
+                    return (alpha0 * scale, self._beta * scale), self._source
             return None
         # No split known yet: attribute the whole duration to bytes (a bandwidth lower bound).
         n_bytes = sum(b)
@@ -302,6 +324,7 @@ class LinkMonitor:
             return None
         _log.debug("no latency/bandwidth split yet; attributing %.3g s to bytes", seconds)
         self._beta = seconds / n_bytes
+        self._source = "guess"
         return None
 
     def _agrees(self, settled: tuple[float, float, float]) -> bool:

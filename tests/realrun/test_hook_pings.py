@@ -54,6 +54,7 @@ def _scenario(rank: int, world: int) -> dict[str, Any]:
         "latency": state.monitor.estimate()[0],
         "stats": [(h.warmup, h.comm_s, h.link_comm_s) for h in state.history],
         "exposed": [(h.warmup, h.exposed_comm_s, h.exposed_comm_min_s) for h in state.history],
+        "splits": [(h.warmup, h.est_split) for h in state.history],
     }
 
 
@@ -103,6 +104,14 @@ def test_the_least_exposed_time_leaves_out_the_wait_for_a_late_rank(
     assert statistics.median(m for _, m, _ in controlled) >= LATE_S * 0.9
     assert statistics.median(x for _, _, x in controlled) < LATE_S / 2
     assert ranks[0]["exposed"] == ranks[1]["exposed"]
+
+
+def test_records_say_the_split_rests_on_the_pings(ranks: list[dict[str, Any]]) -> None:
+    """One collective shape (a fixed density): only the pings' reference splits latency from
+    bandwidth, and every measured iteration's record says so (``est_split``)."""
+    for r in ranks:
+        measured = [split for warm, split in r["splits"] if not warm]
+        assert measured and set(measured) == {"reference"}
 
 
 def test_state_and_config_reject_bad_ping_counts() -> None:
