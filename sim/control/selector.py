@@ -36,10 +36,11 @@ Pure: no SimPy, torch or pandas.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from sim.collectives import AlphaBeta, payload_terms
-from sim.compress.spec import Payload, get_spec
+from sim.compress.spec import CompressorSpec, Payload, get_spec
 from sim.errors import InputError
 
 from .types import COLLECTIVES, Decision
@@ -164,14 +165,31 @@ def cheapest_collective(
     compressor: str,
 ) -> tuple[str, float]:
     """``(collective, seconds)`` of the cheapest of ``candidates`` (all assumed compatible);
-    ties go to the earlier candidate. The payload is computed once for all of them."""
-    payload = _payload(m_bytes, density, compressor)
+    ties go to the earlier candidate. The payload is computed once for all of them, and the
+    candidates' terms are remembered per (compressor, candidates, workers, bytes, density)
+    (:func:`_candidate_terms`): a policy pricing every bucket each step asks for the same few
+    hundred sets again and again, on links that move every step."""
+    spec = get_spec(compressor)
+    try:
+        terms = _candidate_terms(spec, candidates, n, m_bytes, density)
+    except TypeError:  # an unhashable argument: computed without the cache
+        terms = _candidate_terms.__wrapped__(spec, candidates, n, m_bytes, density)
     best, best_s = candidates[0], math.inf
-    for coll in candidates:
-        t = _terms(coll, n, payload).time_s(alpha_s, bandwidth_Bps)
+    for coll, tm in zip(candidates, terms, strict=True):
+        t = tm.time_s(alpha_s, bandwidth_Bps)
         if t < best_s:
             best, best_s = coll, t
     return best, best_s
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _candidate_terms(spec: CompressorSpec, candidates: tuple[str, ...], n: int,
+                     m_bytes: float, density: float) -> tuple[AlphaBeta, ...]:
+    """Every candidate's terms for ``m_bytes`` of dense gradient compressed by ``spec`` at
+    ``density`` (as :func:`_payload` and :func:`_terms` give them; keyed on the spec itself,
+    so a compressor registered again under its name is not priced with the old one's)."""
+    payload = spec.payload(int(round(m_bytes / 4)), density, 4)
+    return tuple(_terms(coll, n, payload) for coll in candidates)
 
 
 def _candidates(allowed: tuple[str, ...], compressor: str) -> tuple[str, ...]:
