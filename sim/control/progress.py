@@ -82,6 +82,7 @@ class ProgressModel:
         self._steps: list[float] = [float(s) for s in model.trace.steps]
         self._steps_arr = np.asarray(self._steps, dtype=float)
         self._curves: dict[tuple[str, float], list[float]] = {}
+        self._by_step: dict[tuple[str, float], list[float]] = {}
         self._matrices: dict[tuple[str, tuple[float, ...]], np.ndarray] = {}
         self._captured = set(model.trace.compressors)
 
@@ -149,6 +150,26 @@ class ProgressModel:
         if density >= 1.0 or compressor == "none":
             return 1.0
         return self._curve(compressor, density)[self._row(float(step))]
+
+    def gains_by_step(self, compressor: str, density: float, upto: int) -> list[float]:
+        """``[gain(compressor, density, k) for k in range(n)]`` for some ``n > upto``: the
+        same floats, for loops that read one density's gain step after step (the planning
+        oracle replays millions of iterations). Cached; a longer call extends the list."""
+        if not (0.0 < density <= 1.0):
+            raise InputError(f"density must be in (0, 1], got {density!r}")
+        key = (compressor, float(density))
+        have = self._by_step.get(key)
+        if have is not None and len(have) > upto:
+            return have
+        n = max(upto + 1, 2 * len(have) if have else 1024)
+        if density >= 1.0 or compressor == "none":
+            have = [1.0] * n
+        else:
+            curve = self._curve(compressor, density)
+            row = self._row
+            have = [curve[row(float(k))] for k in range(n)]
+        self._by_step[key] = have
+        return have
 
     def _curve(self, compressor: str, density: float) -> list[float]:
         """The trace's gain curve standing in for ``compressor`` at ``density`` < 1. Cached."""

@@ -125,6 +125,8 @@ class Planner:
         mu, lam, alpha = pm.mu, pm.lam, pm.alpha
         inv_ph, inv_k = pm.inv_phase, pm.inv_knee
         target = self.target
+        # Per density index, its gain at every step (ProgressModel.gain's floats, read once).
+        gains: dict[int, list[float]] = {}
         while p < target:
             while t >= next_b:
                 w += 1
@@ -135,10 +137,13 @@ class Planner:
             i = choice[w]
             if record is not None:
                 record.append(((k, t, q, lag, p), i))
-            d0 = self.options[i][0]
             dur = self._time(i, t)
             k += 1
-            g = pm.gain(d0.compressor, d0.density, k)
+            g_i = gains.get(i)
+            if g_i is None or k >= len(g_i):
+                d0 = self.options[i][0]
+                g_i = gains[i] = pm.gains_by_step(d0.compressor, d0.density, 2 * k)
+            g = g_i[k]
             s = 1.0 / g - 1.0
             lag += min(1.0, mu * g) * (lam * s / (1.0 + k * inv_ph) - lag)
             q += g**alpha / (1.0 + s * inv_k)
@@ -235,12 +240,15 @@ class Planner:
         mu, lam, alpha = pm.mu, pm.lam, pm.alpha
         inv_ph, inv_k = pm.inv_phase, pm.inv_knee
         d0 = self.options[i][0]
+        gains = pm.gains_by_step(d0.compressor, d0.density, 2 * k + 1)
         while p < self.target:
             if t >= limit or k >= self.max_iterations:
                 return math.inf
             dur = self._time(i, t)
             k += 1
-            g = pm.gain(d0.compressor, d0.density, k)
+            if k >= len(gains):
+                gains = pm.gains_by_step(d0.compressor, d0.density, 2 * k)
+            g = gains[k]
             s = 1.0 / g - 1.0
             lag += min(1.0, mu * g) * (lam * s / (1.0 + k * inv_ph) - lag)
             q += g**alpha / (1.0 + s * inv_k)
