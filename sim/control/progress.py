@@ -154,20 +154,22 @@ class ProgressModel:
     def gains_by_step(self, compressor: str, density: float, upto: int) -> list[float]:
         """``[gain(compressor, density, k) for k in range(n)]`` for some ``n > upto``: the
         same floats, for loops that read one density's gain step after step (the planning
-        oracle replays millions of iterations). Cached; a longer call extends the list."""
+        oracle replays millions of iterations). Cached; a longer call extends the list (at
+        least doubling it), computing only the steps it adds."""
         if not (0.0 < density <= 1.0):
             raise InputError(f"density must be in (0, 1], got {density!r}")
         key = (compressor, float(density))
         have = self._by_step.get(key)
         if have is not None and len(have) > upto:
             return have
-        n = max(upto + 1, 2 * len(have) if have else 1024)
+        have = [] if have is None else have
+        n = max(upto + 1, 2 * len(have), 1024)
         if density >= 1.0 or compressor == "none":
-            have = [1.0] * n
+            have.extend([1.0] * (n - len(have)))
         else:
             curve = self._curve(compressor, density)
             row = self._row
-            have = [curve[row(float(k))] for k in range(n)]
+            have.extend([curve[row(float(k))] for k in range(len(have), n)])
         self._by_step[key] = have
         return have
 

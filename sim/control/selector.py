@@ -121,8 +121,13 @@ def _terms(collective: str, n: int, payload: Payload) -> AlphaBeta:
 
 
 def _payload(m_bytes: float, density: float, compressor: str, dtype_bytes: int = 4) -> Payload:
-    numel = int(round(m_bytes / dtype_bytes))
-    return get_spec(compressor).payload(numel, density, dtype_bytes)
+    return _spec_payload(get_spec(compressor), m_bytes, density, dtype_bytes)
+
+
+def _spec_payload(spec: CompressorSpec, m_bytes: float, density: float,
+                  dtype_bytes: int = 4) -> Payload:
+    """The payload ``spec`` sends for ``m_bytes`` of dense gradient at ``density``."""
+    return spec.payload(int(round(m_bytes / dtype_bytes)), density, dtype_bytes)
 
 
 def collective_cost_terms(
@@ -188,7 +193,7 @@ def _candidate_terms(spec: CompressorSpec, candidates: tuple[str, ...], n: int,
     """Every candidate's terms for ``m_bytes`` of dense gradient compressed by ``spec`` at
     ``density`` (as :func:`_payload` and :func:`_terms` give them; keyed on the spec itself,
     so a compressor registered again under its name is not priced with the old one's)."""
-    payload = spec.payload(int(round(m_bytes / 4)), density, 4)
+    payload = _spec_payload(spec, m_bytes, density)
     return tuple(_terms(coll, n, payload) for coll in candidates)
 
 
