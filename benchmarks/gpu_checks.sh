@@ -13,6 +13,10 @@ out=${1:?usage: gpu_checks.sh OUTDIR}
 mkdir -p "$out"
 work=$(mktemp -d)
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+# The checkout itself is importable whether or not it was installed (a machine image whose pip
+# cannot make an editable install still runs every part).
+repo=$(cd "$(dirname "$0")/.." && pwd)
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   COMPCTL_TEST_GPU=1 timeout "${PYTEST_S:-120}" python3 -m pytest -q -x -p no:cacheprovider \
     tests/sim/compress/test_compress_conformance.py tests/realrun/test_devices.py
