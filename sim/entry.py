@@ -14,10 +14,11 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from sim.errors import InputError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["OneLineErrorParser", "main", "build_parser"]
 
 #: Every subcommand, in the order it appears in ``--help``: its name, the module whose
 #: ``register`` adds it, and its one-line help (the same text that module gives it; a test
@@ -69,7 +70,23 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr and exit status 2, as every
+    other bad input of compctl is: ``compctl sim: error: ... (see 'compctl sim --help')``.
+    Subcommand parsers are of the same class (argparse builds them from the parent's type)."""
+
+    #: The command whose ``--help`` the message points to, where it is not this parser's own
+    #: (the top-level parser reports a subcommand's unrecognized arguments).
+    help_prog: str | None = None
+
+    def error(self, message: str) -> NoReturn:
+        """Write ``message`` as one line and exit with status 2 (argparse's default prints
+        the whole usage block first)."""
+        text = " ".join(message.split())
+        self.exit(2, f"{self.prog}: error: {text} (see '{self.help_prog or self.prog} --help')\n")
+
+
+def build_parser(command: str | None = None) -> OneLineErrorParser:
     """The ``compctl`` parser.
 
     With no ``command``, every package's subcommands are built in full (importing every CLI
@@ -77,7 +94,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     subcommands built in full; the others are listed by name and help only, which is all that
     ``compctl --help`` shows. An unknown name builds no module (argparse then rejects it).
     """
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="compctl",
         description=(
             "Compression control for data-parallel training over unpredictable networks: "
@@ -128,7 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_name(words) or "")
+    command = _command_name(words)
+    parser = build_parser(command or "")
+    if command in {name for name, _, _ in COMMANDS}:
+        parser.help_prog = f"compctl {command}"
     args = parser.parse_args(words)
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),

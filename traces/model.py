@@ -83,7 +83,7 @@ class PiecewiseTrace:
         bw = _as_1d("bandwidth_Bps", bandwidth_Bps, n)
         ls = np.zeros(n) if loss is None else _as_1d("loss", loss, n)
         if t[0] != 0.0:
-            raise InputError(f"trace time_s must start at 0, got {t[0]!r}")
+            raise InputError(f"trace time_s must start at 0, got {float(t[0])!r}")
         if n > 1 and not np.all(np.diff(t) > 0):
             row = int(np.flatnonzero(np.diff(t) <= 0)[0]) + 1
             raise InputError(f"trace time_s must be strictly increasing (row {row})")

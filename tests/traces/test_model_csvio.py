@@ -90,7 +90,7 @@ def test_shared_trace_with_loss_round_trips(tmp_path: Path) -> None:
         ),
         ("time_s,latency_s,bandwidth_Bps\n0,abc,1e9\n", "not a number"),
         ("time_s,latency_s,bandwidth_Bps\n0,0.001\n", "expected 3 fields"),
-        ("time_s,latency_s,bandwidth_Bps\n1,0.001,1e9\n", "start at 0"),
+        ("time_s,latency_s,bandwidth_Bps\n1,0.001,1e9\n", "start at 0, got 1.0$"),
         ("time_s,latency_s,bandwidth_Bps\n0,-0.001,1e9\n", "latency_s must be >= 0"),
         ("# period_s: 0.5\ntime_s,latency_s,bandwidth_Bps\n0,0.001,1e9\n1,0.001,1e9\n", "period_s"),
     ],
