@@ -783,6 +783,9 @@ def simulate(
                 iteration_s=res.iter_s,
                 # The clock at the next decision is start + iter_s (the timeout below).
                 now_s=start + res.iter_s,
+                # What the decisions cost this iteration, where they are charged (as the real
+                # hook measures it); unknown otherwise.
+                decide_s=decide_s - hidden_s if charge_decisions else None,
             )
             obs = observation_after(
                 measured,

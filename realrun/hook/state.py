@@ -9,6 +9,7 @@ The communication paths live in :mod:`realrun.hook.exchange`.
 from __future__ import annotations
 
 import copy
+import math
 import time
 from typing import Any
 
@@ -35,6 +36,15 @@ from .records import Accum, IterationStats, local_row
 
 __all__ = ["CompressionHookState"]
 
+
+
+def _exposed_decide_s(stats: IterationStats) -> float | None:
+    """The decisions' seconds on an agreed iteration's critical path (``decide_s`` less the
+    part hidden in network waits; the same on every rank), or ``None`` where not agreed."""
+    exposed = stats.decide_s - stats.decide_hidden_s
+    if not math.isfinite(exposed):
+        return None
+    return exposed if exposed > 0.0 else 0.0
 
 class CompressionHookState:
     """State of :func:`~realrun.hook.compression_hook`: controller, compressors, memory,
@@ -213,6 +223,7 @@ class CompressionHookState:
             grad_norm=last.grad_norm,
             iteration_s=last.iter_s,
             link_comm_s=last.link_comm_s,
+            decide_s=_exposed_decide_s(last),
         )
         return observation_after(
             measured,

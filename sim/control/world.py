@@ -184,7 +184,10 @@ class IterationMeasurement:
     caller did not time); ``now_s`` is the run's clock at the next decision, where one exists.
     ``link_comm_s`` (real runs): the link's own time on the iteration's collectives, without
     the wait for late ranks that ``comm_s`` (the slowest rank's span) holds; ``None``: not
-    measured (the simulator, where the two are the same).
+    measured (the simulator, where the two are the same). ``decide_s``: the seconds the
+    iteration paid on its critical path for the controller's decisions (what a decision
+    computed ahead did not hide); ``None``: not known (the simulator unless it charges
+    decisions, ``SimConfig.decision_s`` or ``measure_decisions``).
     """
 
     decision: Decision
@@ -196,6 +199,7 @@ class IterationMeasurement:
     iteration_s: float | None = None
     now_s: float | None = None
     link_comm_s: float | None = None
+    decide_s: float | None = None
 
 
 def first_observation(
@@ -231,7 +235,7 @@ def observation_after(
     """What a controller sees before deciding ``step``, after the iteration ``m`` measured;
     ``latency_s`` and ``bandwidth_Bps`` are the link monitor's estimates (``None``: no
     monitor). ``extra`` holds ``iteration_s`` (when known), ``now_s`` (when given),
-    ``link_comm_s`` (when measured) and ``split_guessed`` (1.0 when the monitor's
+    ``link_comm_s`` and ``decide_s`` (when measured) and ``split_guessed`` (1.0 when the monitor's
     latency/bytes split is a guess no window resolved, 0.0 when not; absent without a monitor:
     :attr:`sim.control.monitor.LinkMonitor.split_guessed`)."""
     extra: dict[str, float] = {}
@@ -241,6 +245,8 @@ def observation_after(
         extra["iteration_s"] = float(m.iteration_s)
     if m.link_comm_s is not None and math.isfinite(m.link_comm_s):
         extra["link_comm_s"] = float(m.link_comm_s)
+    if m.decide_s is not None and math.isfinite(m.decide_s):
+        extra["decide_s"] = float(m.decide_s)
     if m.now_s is not None:
         extra["now_s"] = float(m.now_s)
     return Observation(

@@ -34,7 +34,8 @@ Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``rep
 ``regime_steps``), the per-bucket collective hedge (``collective_regret``, ``spread``), probing
 (``probe_every``), the online gain calibration, ``calibration``, the forecast's readings
 (``robust_spread``, ``byte_reading``: a latency jump on a split the monitor only guessed is
-also priced as bytes) and the monitor options (``monitor_smoothing``,
+also priced as bytes), ``plan_budget`` (lean planning once the decisions' cost, as the world
+reports it, exceeds that share of the run) and the monitor options (``monitor_smoothing``,
 ``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
 (MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs
 unchanged in real runs.
@@ -66,12 +67,20 @@ from .mpc_forecast import LatencyDiffusion, LinkForecast, steps_to_progress
 from .mpc_learn import HEDGE_RECENT, MpcLearning
 from .mpc_plan import MpcPlanning
 
-__all__ = ["LinkForecast", "MpcPolicy", "steps_to_progress"]
+__all__ = ["LEAN_PLANNING", "LinkForecast", "MpcPolicy", "steps_to_progress"]
 
 #: Floors of the forecast signals: a monitor estimate of zero latency (a link whose latency
 #: touches zero, or a fit that attributes all of it to bytes) is 1 us in the forecast.
 _LATENCY_FLOOR_S = 1e-6
 _BANDWIDTH_FLOOR_BPS = 1.0
+
+#: Observations of the decisions' cost (``extra["decide_s"]``) before ``plan_budget`` is
+#: judged: a plan every few steps, so fewer would judge a plan or two.
+_BUDGET_STEPS = 10
+#: Lean planning (the decisions cost more than ``plan_budget`` of the run): ``switch_chunks``,
+#: ``window_steps`` and ``replan_persist`` at least these, ``replan_drop`` this where it was
+#: off; single-phase plans only, and re-plans only on a move outside the last plan's band.
+LEAN_PLANNING: tuple[int, int, int, float] = (3, 30, 3, 3.0)
 
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 
@@ -81,6 +90,9 @@ _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 
 )
 class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
     """Receding-horizon density choice on the convergence model and a link forecast."""
+
+    _lean: bool
+    _decide_spent: tuple[float, float, int]
 
     def __init__(
         self,
@@ -113,6 +125,7 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         monitor_bandwidth_drift: float = 0.0,
         robust_spread: bool = False,
         byte_reading: bool = True,
+        plan_budget: float = 0.02,
     ) -> None:
         grid = list(parse_densities(densities))
         if monitor_smoothing and monitor_smoothing not in SMOOTHING_MODES:
@@ -138,6 +151,10 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         self.robust_spread = robust_spread
         #: A guessed split's latency jump also read as bytes (docs/controllers.md).
         self.byte_reading = byte_reading
+        if isinstance(plan_budget, bool) or not 0.0 <= plan_budget < 1.0:
+            raise ValueError(f"plan_budget must be 0 (off) or in (0, 1), got {plan_budget!r}")
+        #: Share of the run's time the decisions may take before planning turns lean (0: off).
+        self.plan_budget = float(plan_budget)
         self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")
@@ -199,6 +216,8 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
             if collective == AUTO else (collective,)
             for comp in ("none", compressor)
         }
+        #: The planning settings as configured (lean planning replaces them for one run).
+        self._configured = self._planning_settings()
         super().__init__(
             min_density=grid[-1],
             max_density=grid[0],
@@ -222,7 +241,40 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
             self._grid_terms.clear()
             self._priced_now.clear()
 
+    def _planning_settings(self) -> tuple[bool, int, int, int, bool, float]:
+        """``(two_phase, switch_chunks, window_steps, replan_persist, replan_band,
+        replan_drop)`` in force."""
+        return (self.two_phase, self.switch_chunks, self.window_steps, self.replan_persist,
+                self.replan_band, self.replan_drop)
+
+    def _set_planning(self, settings: tuple[bool, int, int, int, bool, float]) -> None:
+        (self.two_phase, self.switch_chunks, self.window_steps, self.replan_persist,
+         self.replan_band, self.replan_drop) = settings
+
+    def _note_decision_cost(self, obs: Observation, it_s: float | None) -> None:
+        """Count what the decisions cost the run (``extra["decide_s"]``, the seconds the world
+        reports they took on the critical path); once, over at least :data:`_BUDGET_STEPS`
+        observations, they took more than ``plan_budget`` of the run's time, plan lean for the
+        rest of the run (:data:`LEAN_PLANNING`; docs/controllers.md)."""
+        cost = obs.extra.get("decide_s")
+        if cost is None or it_s is None or self._lean or not self.plan_budget > 0.0:
+            return
+        spent, total, n = self._decide_spent
+        spent, total, n = spent + float(cost), total + it_s, n + 1
+        self._decide_spent = (spent, total, n)
+        if n >= _BUDGET_STEPS and spent > self.plan_budget * total:
+            self._lean = True
+            two_phase, chunks, window, persist, _, drop = self._configured
+            lean_chunks, lean_window, lean_persist, lean_drop = LEAN_PLANNING
+            self._set_planning((False, max(chunks, lean_chunks), max(window, lean_window),
+                                max(persist, lean_persist), True, drop or lean_drop))
+
     def _reset_state(self) -> None:
+        self._set_planning(self._configured)
+        #: Planning lean (the decisions' cost exceeded ``plan_budget``), and the decisions'
+        #: seconds, the iterations' seconds and the observations counted so far.
+        self._lean = False
+        self._decide_spent = (0.0, 0.0, 0)
         self._state = ProgressState()
         # Latency keeps its whole window: the monitor's latency touches the 1 us floor on
         # links whose latency nears zero, and a log-space level test on a signal clipped at a
@@ -341,6 +393,7 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         return last
     def _next_density(self, obs: Observation, current: bool) -> float:
         it_s = self._track(obs)
+        self._note_decision_cost(obs, it_s)
         if obs.decision is not None:
             self._recent.append(obs.decision.density)
         if self._probing:
