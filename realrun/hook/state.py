@@ -37,7 +37,6 @@ from .records import Accum, IterationStats, local_row
 __all__ = ["CompressionHookState"]
 
 
-
 def _exposed_decide_s(stats: IterationStats) -> float | None:
     """The decisions' seconds on an agreed iteration's critical path (``decide_s`` less the
     part hidden in network waits; the same on every rank), or ``None`` where not agreed."""
@@ -45,6 +44,7 @@ def _exposed_decide_s(stats: IterationStats) -> float | None:
     if not math.isfinite(exposed):
         return None
     return exposed if exposed > 0.0 else 0.0
+
 
 class CompressionHookState:
     """State of :func:`~realrun.hook.compression_hook`: controller, compressors, memory,

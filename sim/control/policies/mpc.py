@@ -33,19 +33,17 @@ timing spikes barely move it); each bucket goes over the least corrected time's 
 Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``replan_drop``,
 ``regime_steps``), the per-bucket collective hedge (``collective_regret``, ``spread``), probing
 (``probe_every``), the online gain calibration, ``calibration``, the forecast's readings
-(``robust_spread``, ``byte_reading``: a latency jump on a split the monitor only guessed is
-also priced as bytes), ``plan_budget`` (lean planning once the decisions' cost, as the world
-reports it, exceeds that share of the run) and the monitor options (``monitor_smoothing``,
-``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
-(MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs
-unchanged in real runs.
+(``robust_spread``, ``byte_reading``), the planning budget (``plan_budget``) and the monitor
+options (``monitor_smoothing``, ``monitor_residual_rows``, ``monitor_bandwidth_drift``) are
+described in docs/controllers.md (MPC, "mpc's options in detail"). The controller reads nothing
+but its observations: it runs unchanged in real runs.
 
-Layout: the link forecast is :mod:`.mpc_forecast`, communication pricing :mod:`.mpc_pricing`
-(a whole grid at once for a plan: :mod:`.mpc_price_grid`), what every step learns and its
-collective hedge :mod:`.mpc_learn`, plan scoring, probing and the re-plan band
-:mod:`.mpc_plan` (mixins sharing this controller's state); the plan search itself runs in
-:mod:`.mpc_search` (the reference search's arithmetic, to the bit, with the per-call overhead
-taken out: a plan, and every step, runs on a real run's critical path).
+Layout (mixins sharing this controller's state): the link forecast :mod:`.mpc_forecast`,
+communication pricing :mod:`.mpc_pricing` (a grid at once: :mod:`.mpc_price_grid`), what every
+step learns and its collective hedge :mod:`.mpc_learn`, plan scoring, probing and the re-plan
+band :mod:`.mpc_plan`, lean planning when decisions cost the run :mod:`.mpc_budget`; the plan
+search runs in :mod:`.mpc_search` (the reference search's arithmetic, to the bit, without the
+per-call overhead: a plan, and every step, runs on a real run's critical path).
 """
 
 from __future__ import annotations
@@ -63,6 +61,7 @@ from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED
 from ..types import Decision, Observation
 from .density_base import DensityPolicy
+from .mpc_budget import LEAN_PLANNING, PlanBudget
 from .mpc_forecast import LatencyDiffusion, LinkForecast, steps_to_progress
 from .mpc_learn import HEDGE_RECENT, MpcLearning
 from .mpc_plan import MpcPlanning
@@ -74,25 +73,14 @@ __all__ = ["LEAN_PLANNING", "LinkForecast", "MpcPolicy", "steps_to_progress"]
 _LATENCY_FLOOR_S = 1e-6
 _BANDWIDTH_FLOOR_BPS = 1.0
 
-#: Observations of the decisions' cost (``extra["decide_s"]``) before ``plan_budget`` is
-#: judged: a plan every few steps, so fewer would judge a plan or two.
-_BUDGET_STEPS = 10
-#: Lean planning (the decisions cost more than ``plan_budget`` of the run): ``switch_chunks``,
-#: ``window_steps`` and ``replan_persist`` at least these, ``replan_drop`` this where it was
-#: off; single-phase plans only, and re-plans only on a move outside the last plan's band.
-LEAN_PLANNING: tuple[int, int, int, float] = (3, 30, 3, 3.0)
-
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
 
 
 @register_policy(
     "mpc", "Model-predictive: forecast the link, predict time-to-target per density, apply, re-plan."
 )
-class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
+class MpcPolicy(MpcPlanning, MpcLearning, PlanBudget, UsesRecalibratedModel, DensityPolicy):
     """Receding-horizon density choice on the convergence model and a link forecast."""
-
-    _lean: bool
-    _decide_spent: tuple[float, float, int]
 
     def __init__(
         self,
@@ -151,10 +139,6 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         self.robust_spread = robust_spread
         #: A guessed split's latency jump also read as bytes (docs/controllers.md).
         self.byte_reading = byte_reading
-        if isinstance(plan_budget, bool) or not 0.0 <= plan_budget < 1.0:
-            raise ValueError(f"plan_budget must be 0 (off) or in (0, 1), got {plan_budget!r}")
-        #: Share of the run's time the decisions may take before planning turns lean (0: off).
-        self.plan_budget = float(plan_budget)
         self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")
@@ -177,9 +161,7 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         if not replan_change > 0.0:
             raise ValueError(f"replan_change must be > 0, got {replan_change!r}")
         self.replan_change = float(replan_change)
-        if isinstance(replan_persist, bool) or not isinstance(replan_persist, int) or (
-            replan_persist < 1
-        ):
+        if type(replan_persist) is not int or replan_persist < 1:  # an int, not a bool
             raise ValueError(f"replan_persist must be an integer >= 1, got {replan_persist!r}")
         self.replan_persist = int(replan_persist)
         if not isinstance(replan_band, bool):
@@ -190,9 +172,7 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
         #: A fall of the bandwidth estimate below the last plan's by ``log1p`` of this re-plans
         #: at once on a forecast started at it (0: off; docs/controllers.md).
         self.replan_drop = float(replan_drop)
-        if isinstance(switch_chunks, bool) or not isinstance(switch_chunks, int) or (
-            switch_chunks < 1
-        ):
+        if type(switch_chunks) is not int or switch_chunks < 1:  # an int, not a bool
             raise ValueError(f"switch_chunks must be an integer >= 1, got {switch_chunks!r}")
         self.switch_chunks = int(switch_chunks)
         if probe_every < 0 or not probe_factor > 1.0:
@@ -216,8 +196,7 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
             if collective == AUTO else (collective,)
             for comp in ("none", compressor)
         }
-        #: The planning settings as configured (lean planning replaces them for one run).
-        self._configured = self._planning_settings()
+        self._init_budget(plan_budget)
         super().__init__(
             min_density=grid[-1],
             max_density=grid[0],
@@ -241,40 +220,8 @@ class MpcPolicy(MpcPlanning, MpcLearning, UsesRecalibratedModel, DensityPolicy):
             self._grid_terms.clear()
             self._priced_now.clear()
 
-    def _planning_settings(self) -> tuple[bool, int, int, int, bool, float]:
-        """``(two_phase, switch_chunks, window_steps, replan_persist, replan_band,
-        replan_drop)`` in force."""
-        return (self.two_phase, self.switch_chunks, self.window_steps, self.replan_persist,
-                self.replan_band, self.replan_drop)
-
-    def _set_planning(self, settings: tuple[bool, int, int, int, bool, float]) -> None:
-        (self.two_phase, self.switch_chunks, self.window_steps, self.replan_persist,
-         self.replan_band, self.replan_drop) = settings
-
-    def _note_decision_cost(self, obs: Observation, it_s: float | None) -> None:
-        """Count what the decisions cost the run (``extra["decide_s"]``, the seconds the world
-        reports they took on the critical path); once, over at least :data:`_BUDGET_STEPS`
-        observations, they took more than ``plan_budget`` of the run's time, plan lean for the
-        rest of the run (:data:`LEAN_PLANNING`; docs/controllers.md)."""
-        cost = obs.extra.get("decide_s")
-        if cost is None or it_s is None or self._lean or not self.plan_budget > 0.0:
-            return
-        spent, total, n = self._decide_spent
-        spent, total, n = spent + float(cost), total + it_s, n + 1
-        self._decide_spent = (spent, total, n)
-        if n >= _BUDGET_STEPS and spent > self.plan_budget * total:
-            self._lean = True
-            two_phase, chunks, window, persist, _, drop = self._configured
-            lean_chunks, lean_window, lean_persist, lean_drop = LEAN_PLANNING
-            self._set_planning((False, max(chunks, lean_chunks), max(window, lean_window),
-                                max(persist, lean_persist), True, drop or lean_drop))
-
     def _reset_state(self) -> None:
-        self._set_planning(self._configured)
-        #: Planning lean (the decisions' cost exceeded ``plan_budget``), and the decisions'
-        #: seconds, the iterations' seconds and the observations counted so far.
-        self._lean = False
-        self._decide_spent = (0.0, 0.0, 0)
+        self._reset_budget()
         self._state = ProgressState()
         # Latency keeps its whole window: the monitor's latency touches the 1 us floor on
         # links whose latency nears zero, and a log-space level test on a signal clipped at a

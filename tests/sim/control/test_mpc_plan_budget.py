@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sim.config import SimConfig
 from sim.control import Decision, Observation, make_policy
-from sim.control.policies.mpc import LEAN_PLANNING
+from sim.control.policies.mpc_budget import LEAN_PLANNING
 from sim.control.world import IterationMeasurement, observation_after
 from sim.engine import simulate
 
