@@ -34,6 +34,8 @@ from typing import Any
 #: Upper ends of the ``--since-switch`` bins (steps the density's run had lasted).
 SINCE_BINS = ((0, "0"), (1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"), (16, "9-16"),
               (32, "17-32"))
+#: Every bin's name in order, the open last one included.
+BIN_NAMES = tuple(name for _, name in SINCE_BINS) + ("33+",)
 
 
 def since_bin(steps: int) -> str:
@@ -41,7 +43,7 @@ def since_bin(steps: int) -> str:
     for top, name in SINCE_BINS:
         if steps <= top:
             return name
-    return "33+"
+    return BIN_NAMES[-1]
 
 
 def _bounded_log(gain: float, model_gain: float) -> float:
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                                  args.skip, args.since_switch)
     else:
         by = ratios_by_density(args.runs, args.workload, params, args.skip, args.since_switch)
-    order = {name: i for i, (_, name) in enumerate(SINCE_BINS)} | {"33+": len(SINCE_BINS)}
+    order = {name: i for i, name in enumerate(BIN_NAMES)}
     rows = []
     for (d, since), v in sorted(by.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], -1))):
         row: dict[str, Any] = {"density": d}
