@@ -153,20 +153,24 @@ CONTROLLER_PARAMS: dict[str, Any] = dict(parse_param(p) for p in CONTROLLER_SPEC
 
 
 def controller_runs(out: Path, device: str, steps: int, rows: list[dict[str, Any]],
-                    on_row: Callable[[], None] | None = None) -> None:
+                    on_row: Callable[[], None] | None = None,
+                    params: dict[str, Any] | None = None) -> None:
     """``mpc`` unchanged on the device: digits-mlp (the workload of ``bench_real_tta.py``) over
     the hook-emulated stepped trace with M7's settings, decided on the critical path (lag 0)
     and one step ahead on a helper thread (lag 1), for each rank set-up of
-    :func:`real_runs`; one row per run with the per-step decision time."""
+    :func:`real_runs`; one row per run with the per-step decision time. ``params`` replaces
+    M7's settings (``{"calibration": "real2"}``: ``mpc``'s defaults for real runs)."""
+    chosen = dict(CONTROLLER_PARAMS if params is None else params)
     for setup, nproc, backend, share in _rank_setups(device):
         for lag in (0, 1):
             cfg = RealConfig(workload=CONTROLLER_WORKLOAD, nproc=nproc, steps=steps,
                              emulation="hook", trace=CONTROLLER_TRACE, policy="mpc",
-                             policy_params=dict(CONTROLLER_PARAMS), backend=backend,
+                             policy_params=dict(chosen), backend=backend,
                              device=device, share_gpu=share, eval_every=steps, threads=1,
                              decision_lag=lag)
             row: dict[str, Any] = {"setup": setup, "workload": CONTROLLER_WORKLOAD,
-                                   "variant": f"mpc, decision lag {lag}"}
+                                   "variant": f"mpc, decision lag {lag}",
+                                   "params": ":".join(f"{k}={v}" for k, v in chosen.items())}
             _launch_row(cfg, out / "controllers" / f"{nproc}-lag{lag}", row, rows, on_row)
 
 
@@ -241,6 +245,13 @@ def main() -> int:
                     help="process groups per overhead measurement (default 2)")
     ap.add_argument("--only", default="runs,controllers,overhead,compressors",
                     help="comma-separated parts to run")
+    ap.add_argument("--controller-params", default=CONTROLLER_SPEC,
+                    help="the controllers part's mpc options, k=v:k=v (default: M7's, "
+                    "%(default)s; 'calibration=real2' gives mpc's defaults for real runs)")
+    ap.add_argument("--ranks", default="1,2",
+                    help="the overhead part's rank counts, comma-separated (default 1,2)")
+    ap.add_argument("--sizes", default="10M,100M",
+                    help="the compressors part's vector sizes (default 10M,100M; --quick: 1M)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="comma-separated workloads of the runs and overhead parts (default: "
                     "all of them, %(default)s)")
@@ -269,7 +280,7 @@ def main() -> int:
 
     if "compressors" in parts:
         result["compressors"] = []
-        for size in ("1M",) if args.quick else ("10M", "100M"):
+        for size in ("1M",) if args.quick else tuple(x for x in args.sizes.split(",") if x):
             result["compressors"] += compressors(args.device, size)
             save()
     if "runs" in parts:
@@ -278,7 +289,8 @@ def main() -> int:
                   workloads)
     if "controllers" in parts:
         result["controllers"] = []
-        controller_runs(out, args.device, args.steps, result["controllers"], save)
+        params = dict(parse_param(p) for p in args.controller_params.split(":") if p)
+        controller_runs(out, args.device, args.steps, result["controllers"], save, params)
     if "overhead" in parts:
         cuda = args.device == "cuda"
         result["overhead"] = []
@@ -286,6 +298,8 @@ def main() -> int:
             if wl not in workloads:
                 continue
             for nproc, backend in ((1, "nccl" if cuda else "gloo"), (2, "gloo")):
+                if str(nproc) not in args.ranks.split(","):
+                    continue
                 rows = bench_overhead(out, args.synthetic_steps if synth else args.steps,
                                       args.repeats, device=args.device, backend=backend,
                                       nproc=nproc, workloads=() if synth else (wl,),

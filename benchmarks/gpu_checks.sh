@@ -4,7 +4,8 @@
 # mpc on the device, hook overhead, compressor timings. Writes at most 10 files to OUTDIR (logs and JSON);
 # `python benchmarks/bench_gpu.py --from-json OUTDIR/*.json` renders them as Markdown.
 # Usage: bash benchmarks/gpu_checks.sh OUTDIR  (env PARTS="runs controllers overhead compressors" picks parts;
-# WORKLOADS (comma-separated) picks the runs' and overhead's workloads; STEPS, SYNTH_STEPS, REPEATS
+# WORKLOADS (comma-separated) picks the runs' and overhead's workloads, RANKS the overhead's rank
+# counts, SIZES the compressors' sizes, MPC_PARAMS the controllers' mpc options; STEPS, SYNTH_STEPS, REPEATS
 # and the time boxes PYTEST_S, RUNS_S, CTRL_S, OVERHEAD_S, COMP_S size them;
 # PACK=1 leaves one archive, OUTDIR/gpu_checks.tar.gz, instead of the separate files, for a machine
 # that hands back only a few files per command)
@@ -25,7 +26,9 @@ for part in ${PARTS:-runs controllers overhead compressors}; do
   case $part in runs) t=${RUNS_S:-220};; controllers) t=${CTRL_S:-120};; overhead) t=${OVERHEAD_S:-170};; compressors) t=${COMP_S:-100};; esac
   timeout "$t" python3 benchmarks/bench_gpu.py --json "$out/$part.json" --work "$work/$part" \
     --only "$part" --steps "${STEPS:-60}" --synthetic-steps "${SYNTH_STEPS:-20}" --repeats "${REPEATS:-2}" \
-    ${GPU_DEVICE:+--device "$GPU_DEVICE"} ${WORKLOADS:+--workloads "$WORKLOADS"} ${QUICK:+--quick} > "$out/$part.log" 2>&1
+    ${GPU_DEVICE:+--device "$GPU_DEVICE"} ${WORKLOADS:+--workloads "$WORKLOADS"} ${QUICK:+--quick} \
+    ${RANKS:+--ranks "$RANKS"} ${SIZES:+--sizes "$SIZES"} ${MPC_PARAMS:+--controller-params "$MPC_PARAMS"} \
+    > "$out/$part.log" 2>&1
   echo "$part rc=$?" >> "$out/$part.log"
 done
 if [ -n "${PACK:-}" ]; then
