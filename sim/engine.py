@@ -37,6 +37,7 @@ sim/engine_stepwise.py, sim/workload_costs.py already moved out).
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import platform
@@ -258,6 +259,14 @@ class IterationModel(WorkloadCosts):
         self._plans[decision] = p
         return p
 
+    def held_at(self, latency_s: float, bandwidth_Bps: float) -> IterationModel:
+        """This model with its link held at one state for all time (a shallow copy sharing
+        the plan cache): what a planner that knows only the present would price."""
+        held = copy.copy(self)
+        held._constant = True
+        held._lat0, held._bw0 = float(latency_s), float(bandwidth_Bps)
+        return held
+
     def run(
         self,
         plan: DecisionPlan,
@@ -456,6 +465,22 @@ class OracleContext:
         """Duration of one iteration under ``decision`` starting at ``start_s`` (real trace,
         the same straggler factor as the iteration about to run)."""
         return self._model.run(self._model.plan(decision), start_s, self._factor()).iter_s
+
+    def iteration_time_on_s(
+        self, decision: Decision, latency_s: float, bandwidth_Bps: float
+    ) -> float:
+        """Duration of one iteration under ``decision`` with the bottleneck link held at one
+        state (``latency_s``, ``bandwidth_Bps``) for the whole iteration: the price a planner
+        without foresight puts on it (:mod:`sim.control.policies.oracle_myopic`). Analytic
+        level, lossless links only; :class:`InputError` elsewhere."""
+        model = self._model
+        if not isinstance(model, IterationModel) or self._states is not None or model.lossy is not None:
+            raise InputError(
+                "the oracle without foresight (foresight=none) runs only at the analytic "
+                "fidelity on lossless links"
+            )
+        held = model.held_at(latency_s, bandwidth_Bps)
+        return float(held.run(held.plan(decision), 0.0, self._factor()).iter_s)
 
 
 def _versions() -> dict[str, str]:

@@ -13,6 +13,10 @@ optimal for the density schedule.
 
 It is the yardstick for every other policy: no real policy can know the future. Outside the
 simulator (never bound) it refuses to run.
+
+``foresight="none"`` turns it into a diagnostic that knows only the present: wherever the link
+changed it re-plans on the link held at its present state (:mod:`.oracle_myopic`). The gap
+between the two is what knowledge of the future is worth to the same planner and model.
 """
 
 from __future__ import annotations
@@ -24,15 +28,19 @@ from sim.compress.spec import get_spec
 from sim.errors import InputError
 
 from ..decision_builder import parse_densities
-from ..progress import ProgressModel, UsesProgressModel
+from ..progress import ProgressModel, ProgressState, UsesProgressModel
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED, select_decision
 from ..types import Decision, Observation
+from .oracle_myopic import apply_plan, plan_without_foresight
 from .oracle_plan import Planner
 
 __all__ = ["OracleContext", "OraclePolicy"]
 
 _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 0.002, 0.001)
+
+#: What the oracle may know of the link: the whole future trace, or only the present state.
+FORESIGHT = ("full", "none")
 
 
 class OracleContext(Protocol):
@@ -62,6 +70,9 @@ class OraclePolicy(UsesProgressModel):
             (the progress a dense run makes in the configured iterations).
         windows: at most this many planning windows (the trace's change points when fewer).
         passes: search passes over the windows.
+        foresight: ``"full"`` (the oracle: the whole future trace) or ``"none"`` (a diagnostic:
+            re-plan every iteration on the present link, :mod:`.oracle_myopic`; analytic
+            fidelity only).
     """
 
     def __init__(
@@ -73,8 +84,12 @@ class OraclePolicy(UsesProgressModel):
         target_progress: float = 0.0,
         windows: int = 16,
         passes: int = 2,
+        foresight: str = "full",
     ) -> None:
         dens = parse_densities(densities)
+        if foresight not in FORESIGHT:
+            raise ValueError(f"foresight must be one of {', '.join(FORESIGHT)}, got {foresight!r}")
+        self.foresight = foresight
         get_spec(compressor)
         if not target_progress >= 0.0:
             raise ValueError(f"target_progress must be >= 0, got {target_progress!r}")
@@ -119,15 +134,17 @@ class OraclePolicy(UsesProgressModel):
             self.bind_progress(model)
         self.reset(seed=0)
 
-    def _per_bucket(self, decision: Decision, t_s: float) -> Decision | None:
-        """Each bucket over its cheapest collective on the true link at ``t_s``, when the
-        context knows the buckets and the link and the buckets would not all agree."""
-        state = getattr(self._ctx, "link_state_at", None)
-        sizes = getattr(self._ctx, "bucket_bytes", ())
+    def _per_bucket(self, decision: Decision, t_s: float, ctx: Any = None) -> Decision | None:
+        """Each bucket over its cheapest collective on ``ctx``'s link (default: the true link)
+        at ``t_s``, when the context knows the buckets and the link and the buckets would not
+        all agree."""
+        ctx = self._ctx if ctx is None else ctx
+        state = getattr(ctx, "link_state_at", None)
+        sizes = getattr(ctx, "bucket_bytes", ())
         if state is None or len(set(sizes)) < 2:
             return None
         lat, bw = state(t_s)
-        d = select_decision(lat, bw, self._ctx.world_size, float(self._ctx.workload_grad_bytes),
+        d = select_decision(lat, bw, ctx.world_size, float(ctx.workload_grad_bytes),
                             sizes, decision.density, decision.compressor, allowed=self._allowed)
         return d if d.bucket_collectives else None
 
@@ -135,6 +152,8 @@ class OraclePolicy(UsesProgressModel):
         """Forget the clock and the plan (the binding is kept: it belongs to the run)."""
         self._clock_s = 0.0
         self._plan = None
+        self._state = ProgressState()
+        self._planned_on: tuple[float, float] | None = None
 
     @property
     def plan(self) -> tuple[list[float], list[int]] | None:
@@ -157,6 +176,20 @@ class OraclePolicy(UsesProgressModel):
         if start_s is None:
             now = getattr(self._ctx, "now_s", None)
             start_s = float(now()) if callable(now) else self._clock_s
+        if self.foresight == "none":
+            model = self.progress_model
+            link = self._ctx.link_state_at(start_s)
+            if self._plan is None or link != self._planned_on:
+                # Re-plan where the link changed (on a held link the plan stays exact).
+                self._plan = plan_without_foresight(
+                    self._ctx, model, self._options, self._target(), self._state, start_s,
+                    self._per_bucket,
+                )
+                self._planned_on = link
+            now = apply_plan(self._ctx, self._plan, self._options, start_s, self._per_bucket)
+            step = self._state.step + 1
+            self._state = model.advance(self._state, model.gain(now.compressor, now.density, step))
+            return now
         if self._plan is None:
             planner = Planner(
                 self._ctx, self.progress_model, self._options, self._target(), start_s,

@@ -52,6 +52,9 @@ class Planner:
             default ``20 * target + 2000``.
         per_bucket: optional ``(decision, t) -> decision or None``: the per-bucket choice of
             ``decision``'s density at time ``t`` (see :meth:`decisions`).
+        initial: the state replays start from, ``(iterations, clock, q, lag, progress)``;
+            default the run's start, ``(0, start_s, 0, 0, 0)`` (a planner that re-plans during
+            the run passes the state reached so far).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class Planner:
         start_s: float,
         max_iterations: int | None = None,
         per_bucket: Callable[[Decision, float], Decision | None] | None = None,
+        initial: _Snapshot | None = None,
     ) -> None:
         self.ctx = ctx
         self.per_bucket = per_bucket
@@ -72,6 +76,9 @@ class Planner:
         self.start_s = float(start_s)
         self.max_iterations = (
             int(20 * target) + 2000 if max_iterations is None else int(max_iterations)
+        )
+        self.initial: _Snapshot = (
+            (0, self.start_s, 0.0, 0.0, 0.0) if initial is None else initial
         )
         self._segment = getattr(ctx, "segment_s", None)
         self._cache: dict[tuple[int, float], float] = {}
@@ -116,7 +123,7 @@ class Planner:
         """
         self.replays += 1
         bounds, nb = self.bounds, len(self.bounds)
-        k, t, q, lag, p = snap if snap is not None else (0, self.start_s, 0.0, 0.0, 0.0)
+        k, t, q, lag, p = snap if snap is not None else self.initial
         w = w0 if snap is not None else 0
         snaps: list[_Snapshot | None] = [None] * nb
         snaps[w] = (k, t, q, lag, p)
@@ -200,6 +207,18 @@ class Planner:
         self.bounds = bounds
         choice, tta = self._passes(choice, passes)
         return self._finish(choice, tta, fixed_bases=False)
+
+    def search_two_phase(self, every_base: bool = True) -> tuple[list[float], list[int]]:
+        """The best schedule of at most two phases from :attr:`initial`: the best fixed
+        density, then the best finishing switch to another density (on every fixed density
+        as the first phase with ``every_base``, else on the best one); the plans ``mpc``
+        searches, for a planner that re-plans as it goes (:mod:`.oracle_myopic`)."""
+        self.bounds = [self.start_s]
+        fixed = [self.run([i])[0] for i in range(len(self.options))]
+        best_i = min(range(len(fixed)), key=lambda i: (fixed[i], i))
+        if not math.isfinite(fixed[best_i]):
+            return self.bounds, [best_i]
+        return self._finish([best_i], fixed[best_i], fixed_bases=every_base)
 
     def _passes(self, choice: list[int], passes: int) -> tuple[list[int], float]:
         """Up to ``passes`` passes over the windows of ``self.bounds``, each window (alone, and
