@@ -53,6 +53,7 @@ import simpy
 
 from sim.compress.spec import check_compatible, get_spec
 from sim.control.pings import PING_BYTES, PING_COLLECTIVE
+from sim.control.policies.oracle_myopic import HELD_LINK_ONLY
 from sim.control.progress import ProgressModel
 from sim.control.registry import policy_info
 from sim.control.types import COLLECTIVES, Controller, Decision, Observation
@@ -466,6 +467,13 @@ class OracleContext:
         the same straggler factor as the iteration about to run)."""
         return self._model.run(self._model.plan(decision), start_s, self._factor()).iter_s
 
+    @property
+    def prices_held_links(self) -> bool:
+        """Whether :meth:`iteration_time_on_s` can answer: the analytic level, lossless links."""
+        model = self._model
+        return (isinstance(model, IterationModel) and self._states is None
+                and model.lossy is None)
+
     def iteration_time_on_s(
         self, decision: Decision, latency_s: float, bandwidth_Bps: float
     ) -> float:
@@ -473,13 +481,9 @@ class OracleContext:
         state (``latency_s``, ``bandwidth_Bps``) for the whole iteration: the price a planner
         without foresight puts on it (:mod:`sim.control.policies.oracle_myopic`). Analytic
         level, lossless links only; :class:`InputError` elsewhere."""
-        model = self._model
-        if not isinstance(model, IterationModel) or self._states is not None or model.lossy is not None:
-            raise InputError(
-                "the oracle without foresight (foresight=none) runs only at the analytic "
-                "fidelity on lossless links"
-            )
-        held = model.held_at(latency_s, bandwidth_Bps)
+        if not self.prices_held_links:
+            raise InputError(HELD_LINK_ONLY)
+        held = self._model.held_at(latency_s, bandwidth_Bps)
         return float(held.run(held.plan(decision), 0.0, self._factor()).iter_s)
 
 

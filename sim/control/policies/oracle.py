@@ -32,7 +32,7 @@ from ..progress import ProgressModel, ProgressState, UsesProgressModel
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED, select_decision
 from ..types import Decision, Observation
-from .oracle_myopic import apply_plan, plan_without_foresight
+from .oracle_myopic import HELD_LINK_ONLY, apply_plan, plan_without_foresight
 from .oracle_plan import Planner
 
 __all__ = ["OracleContext", "OraclePolicy"]
@@ -128,6 +128,8 @@ class OraclePolicy(UsesProgressModel):
 
     def bind_oracle(self, ctx: OracleContext) -> None:
         """Give the oracle the simulator's view of the future (called before the run)."""
+        if self.foresight == "none" and not getattr(ctx, "prices_held_links", False):
+            raise InputError(HELD_LINK_ONLY)
         self._ctx = ctx
         model = getattr(ctx, "progress", None)
         if isinstance(model, ProgressModel):

@@ -36,7 +36,13 @@ from ..progress import ProgressModel, ProgressState
 from ..types import Decision
 from .oracle_plan import Planner
 
-__all__ = ["HeldLink", "apply_plan", "plan_without_foresight"]
+__all__ = ["HELD_LINK_ONLY", "HeldLink", "apply_plan", "plan_without_foresight"]
+
+#: Why the planner cannot run where the context cannot price a held link.
+HELD_LINK_ONLY = (
+    "the oracle without foresight (foresight=none) runs only at the analytic fidelity on "
+    "lossless links"
+)
 
 
 class HeldLink:
