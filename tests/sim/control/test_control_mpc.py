@@ -276,13 +276,14 @@ def _plans(p: object) -> int:
 
 def test_mpc_replan_persist_one_is_the_default_and_more_ignores_single_moves() -> None:
     # A link estimate that jumps by 2x every other step (noise around a level): the default
-    # re-plans at every jump, replan_persist=3 only on the periodic window.
+    # re-plans at every jump, replan_persist=3 only on the periodic window (10 steps here; the
+    # default window of one step would re-plan every step either way).
     from sim.control.selector import collective_time_s
 
     lat, bw = 1e-3, 1.25e6
 
     def count(**kw: object) -> tuple[int, list[float]]:
-        p = make_policy("mpc", target_progress=120.0, **kw)
+        p = make_policy("mpc", target_progress=120.0, window_steps=10, **kw)
         obs = Observation(step=0, world_size=2, grad_bytes=38_440)
         plans, dens = 0, []
         for k in range(60):

@@ -16,7 +16,7 @@ from sim.control.policies.mpc_budget import LEAN_PLANNING
 from sim.control.world import IterationMeasurement, observation_after
 from sim.engine import simulate
 
-_CONFIGURED = (True, 1, 10, 1, False, 0.0)
+_CONFIGURED = (True, 1, 1, 1, False, 0.0)
 
 
 def _obs(step: int, decide_s: float | None, iteration_s: float = 0.01) -> Observation:
@@ -86,7 +86,9 @@ def test_plan_budget_is_checked(bad: object) -> None:
 @given(st.lists(st.floats(0.0, 2e-3), min_size=10, max_size=30), st.floats(0.001, 0.2))
 def test_lean_exactly_when_the_cost_share_first_exceeds_the_budget(
         costs: list[float], budget: float) -> None:
-    p = make_policy("mpc", plan_budget=budget)
+    # A ten-step window (the default plans every step) keeps 60 examples cheap; the lean
+    # settings differ from it as from the default.
+    p = make_policy("mpc", plan_budget=budget, window_steps=10)
     _feed(p, list(costs))
     spent = total = 0.0
     expect = False
@@ -96,7 +98,7 @@ def test_lean_exactly_when_the_cost_share_first_exceeds_the_budget(
         if n >= 10 and spent > budget * total:
             expect = True
             break
-    assert (_settings(p) != _CONFIGURED) == expect
+    assert (_settings(p) != (True, 1, 10, 1, False, 0.0)) == expect
 
 
 def test_observation_carries_the_decisions_cost_when_measured() -> None:
