@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sim.config import SimConfig
 from sim.control import Decision, Observation, make_policy
-from sim.control.policies.mpc_budget import LEAN_PLANNING
+from sim.control.policies.mpc_budget import BUDGET_STEPS, LEAN_PLANNING, LEAN_RISK
 from sim.control.world import IterationMeasurement, observation_after
 from sim.engine import simulate
 
@@ -42,15 +42,22 @@ def _settings(p: object) -> tuple[object, ...]:
 
 def test_decisions_over_budget_make_planning_lean_and_reset_restores_it() -> None:
     p = make_policy("mpc")
+    assert _settings(p) == _CONFIGURED and p.risk == 0.0  # type: ignore[attr-defined]
+    # 0.5 ms of a 10 ms iteration is 5%, over the default 2%: lean from the third observation.
+    _feed(p, [5e-4] * (BUDGET_STEPS - 1))
     assert _settings(p) == _CONFIGURED
-    # 0.5 ms of a 10 ms iteration is 5%, over the default 2%: lean from the tenth observation.
-    _feed(p, [5e-4] * 9)
-    assert _settings(p) == _CONFIGURED
-    p.decide(_obs(10, 5e-4))
+    p.decide(_obs(BUDGET_STEPS, 5e-4))
     chunks, window, persist, drop = LEAN_PLANNING
     assert _settings(p) == (False, chunks, window, persist, True, drop)
+    assert p.risk == LEAN_RISK  # type: ignore[attr-defined]  # M7's planning, its risk too
     p.reset(seed=1)
-    assert _settings(p) == _CONFIGURED
+    assert _settings(p) == _CONFIGURED and p.risk == 0.0  # type: ignore[attr-defined]
+
+
+def test_lean_planning_keeps_a_higher_risk() -> None:
+    p = make_policy("mpc", risk=2.0)
+    _feed(p, [5e-4] * BUDGET_STEPS)
+    assert p.risk == 2.0  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("costs", [
@@ -83,7 +90,7 @@ def test_plan_budget_is_checked(bad: object) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(0.0, 2e-3), min_size=10, max_size=30), st.floats(0.001, 0.2))
+@given(st.lists(st.floats(0.0, 2e-3), min_size=3, max_size=30), st.floats(0.001, 0.2))
 def test_lean_exactly_when_the_cost_share_first_exceeds_the_budget(
         costs: list[float], budget: float) -> None:
     # A ten-step window (the default plans every step) keeps 60 examples cheap; the lean
@@ -95,7 +102,7 @@ def test_lean_exactly_when_the_cost_share_first_exceeds_the_budget(
     for n, c in enumerate(costs, start=1):
         spent += c
         total += 0.01
-        if n >= 10 and spent > budget * total:
+        if n >= BUDGET_STEPS and spent > budget * total:
             expect = True
             break
     assert (_settings(p) != (True, 1, 10, 1, False, 0.0)) == expect
