@@ -71,8 +71,8 @@ class OraclePolicy(UsesProgressModel):
         windows: at most this many planning windows (the trace's change points when fewer).
         passes: search passes over the windows.
         foresight: ``"full"`` (the oracle: the whole future trace) or ``"none"`` (a diagnostic:
-            re-plan every iteration on the present link, :mod:`.oracle_myopic`; analytic
-            fidelity only).
+            re-plan wherever the link changed, on the link held at its present state,
+            :mod:`.oracle_myopic`; analytic fidelity only).
     """
 
     def __init__(
