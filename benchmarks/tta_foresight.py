@@ -66,8 +66,9 @@ def choose(table: pd.DataFrame, misses: bool, sample: int, seed: int) -> pd.Data
 def simulate(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with the diagnostic's time to target (``myopic_s``) and the ratios."""
     target = tt.target_progress(row["workload"])
-    rec = tt._run(row["trace"], row["workload"], int(row["workers"]), "oracle",
-                  int(6 * target), (("target_progress", target), ("foresight", "none")))
+    name, options = tt.policy_spec(SPEC)
+    rec = tt._run(row["trace"], row["workload"], int(row["workers"]), name,
+                  int(6 * target), (("target_progress", target), *options))
     out = {k: row[k] for k in COLUMNS if k in row}
     out["myopic_s"] = tt.tta_s(rec, target)
     return ratios(out)

@@ -32,7 +32,7 @@ from ..progress import ProgressModel, ProgressState, UsesProgressModel
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED, select_decision
 from ..types import Decision, Observation
-from .oracle_myopic import HELD_LINK_ONLY, apply_plan, plan_without_foresight
+from .oracle_myopic import HELD_LINK_ONLY, HeldLink, apply_plan, plan_without_foresight
 from .oracle_plan import Planner
 
 __all__ = ["OracleContext", "OraclePolicy"]
@@ -182,13 +182,17 @@ class OraclePolicy(UsesProgressModel):
             model = self.progress_model
             link = self._ctx.link_state_at(start_s)
             if self._plan is None or link != self._planned_on:
-                # Re-plan where the link changed (on a held link the plan stays exact).
-                self._plan = plan_without_foresight(
+                # Re-plan where the link changed (on a held link the plan stays exact); this
+                # iteration's collective is then chosen from the plan's own prices.
+                self._plan, held = plan_without_foresight(
                     self._ctx, model, self._options, self._target(), self._state, start_s,
                     self._per_bucket,
                 )
                 self._planned_on = link
-            now = apply_plan(self._ctx, self._plan, self._options, start_s, self._per_bucket)
+            else:
+                # Priced afresh: the compute factor may have changed since the plan.
+                held = HeldLink(self._ctx, start_s)
+            now = apply_plan(held, self._plan, self._options, start_s, self._per_bucket)
             step = self._state.step + 1
             self._state = model.advance(self._state, model.gain(now.compressor, now.density, step))
             return now

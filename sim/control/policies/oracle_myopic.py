@@ -92,9 +92,10 @@ def plan_without_foresight(
     state: ProgressState,
     now_s: float,
     per_bucket: Callable[[Decision, float, Any], Decision | None],
-) -> tuple[list[float], list[int]]:
+) -> tuple[tuple[list[float], list[int]], HeldLink]:
     """The plan from the iteration starting at ``now_s`` on (module docstring): window starts
-    (absolute seconds) and a density index per window.
+    (absolute seconds) and a density index per window; and the held link it was priced on
+    (whose prices :func:`apply_plan` reuses for this iteration).
 
     Args:
         ctx: the simulator's oracle context.
@@ -112,18 +113,16 @@ def plan_without_foresight(
         per_bucket=lambda d, t: per_bucket(d, t, held),
         initial=(state.step, now_s, state.q, state.lag, state.progress),
     )
-    bounds, choice = planner.search_two_phase()
-    return bounds, choice
+    return planner.search_two_phase(), held
 
 
 def apply_plan(
-    ctx: Any, plan: tuple[list[float], list[int]], options: list[list[Decision]], now_s: float,
-    per_bucket: Callable[[Decision, float, Any], Decision | None],
+    held: HeldLink, plan: tuple[list[float], list[int]], options: list[list[Decision]],
+    now_s: float, per_bucket: Callable[[Decision, float, Any], Decision | None],
 ) -> Decision:
     """The decision of ``plan`` (window starts and density index per window, :class:`Planner`'s
     form) for the iteration starting at ``now_s``: its density over the collective, or the
-    per-bucket choice, that is fastest on the link held at its state at ``now_s``."""
-    held = HeldLink(ctx, now_s)
+    per-bucket choice, that is fastest on ``held``, the link held at its state at ``now_s``."""
     bounds, choice = plan
     i = choice[max(0, bisect_right(bounds, now_s) - 1)]
     extra = per_bucket(options[i][0], now_s, held)
