@@ -423,6 +423,20 @@ def test_eleventh_held_out_traces_all_load() -> None:
         assert resolve_trace(str(path) if spec.endswith(".csv") else spec).labels
 
 
+def test_twelfth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    _assert_a_new_set(12)
+
+
+def test_twelfth_held_out_traces_all_load() -> None:
+    """Every trace of the twelfth set parses (a typo fails here, not in its one run)."""
+    from sim.engine import resolve_trace
+
+    tt = _module()
+    for spec in tt.HELD_OUT_12:
+        path = _PATH.parents[1] / spec
+        assert resolve_trace(str(path) if spec.endswith(".csv") else spec).labels
+
+
 def test_tenth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
     mod = load_script("make_heldout10_traces", with_dir=True)
     assert mod.main([str(tmp_path)]) == 0
