@@ -64,7 +64,7 @@ from .density_base import DensityPolicy
 from .mpc_budget import LEAN_PLANNING, PlanBudget
 from .mpc_forecast import LatencyDiffusion, LinkForecast, steps_to_progress
 from .mpc_learn import HEDGE_RECENT, MpcLearning
-from .mpc_plan import MpcPlanning
+from .mpc_probe import MpcProbing
 
 __all__ = ["LEAN_PLANNING", "LinkForecast", "MpcPolicy", "steps_to_progress"]
 
@@ -79,7 +79,7 @@ _DEFAULT_GRID = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.003, 
 @register_policy(
     "mpc", "Model-predictive: forecast the link, predict time-to-target per density, apply, re-plan."
 )
-class MpcPolicy(MpcPlanning, MpcLearning, PlanBudget, UsesRecalibratedModel, DensityPolicy):
+class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, DensityPolicy):
     """Receding-horizon density choice on the convergence model and a link forecast."""
 
     def __init__(
@@ -103,6 +103,7 @@ class MpcPolicy(MpcPlanning, MpcLearning, PlanBudget, UsesRecalibratedModel, Den
         initial_density: float = 0.001,
         probe_every: int = 0,
         probe_factor: float = 10.0,
+        identify_every: int = 0,
         regime_steps: int = 6,
         collective_regret: float = 1.5,
         compressor: str = "topk",
@@ -175,14 +176,10 @@ class MpcPolicy(MpcPlanning, MpcLearning, PlanBudget, UsesRecalibratedModel, Den
         if type(switch_chunks) is not int or switch_chunks < 1:  # an int, not a bool
             raise ValueError(f"switch_chunks must be an integer >= 1, got {switch_chunks!r}")
         self.switch_chunks = int(switch_chunks)
-        if probe_every < 0 or not probe_factor > 1.0:
-            raise ValueError(f"need probe_every >= 0, probe_factor > 1: {probe_every!r}, "
-                             f"{probe_factor!r}")
-        self.probe_every = int(probe_every)
+        self._init_probing(probe_every, probe_factor, identify_every)
         if regime_steps < 0:
             raise ValueError(f"regime_steps must be >= 0, got {regime_steps!r}")
         self.regime_steps = int(regime_steps)
-        self.probe_factor = float(probe_factor)
         if collective_regret < 0.0 or 0.0 < collective_regret < 1.0:
             raise ValueError(f"collective_regret must be 0 (off) or >= 1, got {collective_regret!r}")
         self.collective_regret = float(collective_regret)
@@ -267,6 +264,7 @@ class MpcPolicy(MpcPlanning, MpcLearning, PlanBudget, UsesRecalibratedModel, Den
         self._held = self.density
         self._probing = False
         self._last_probe = -(10**9)
+        self._guessed_run = 0
         self._recent: deque[float] = deque(maxlen=max(1, self.probe_every))
 
     def _plan(self, obs: Observation) -> float:
@@ -343,6 +341,7 @@ class MpcPolicy(MpcPlanning, MpcLearning, PlanBudget, UsesRecalibratedModel, Den
         self._note_decision_cost(obs, it_s)
         if obs.decision is not None:
             self._recent.append(obs.decision.density)
+        self._note_split(obs)
         if self._probing:
             self._probing = False
             return self._held
@@ -391,6 +390,8 @@ class MpcPolicy(MpcPlanning, MpcLearning, PlanBudget, UsesRecalibratedModel, Den
         if self.replan_band:
             self._band = self._forecast_band(link, _LATENCY_FLOOR_S, _BANDWIDTH_FLOOR_BPS, obs)
         probe = self._probe(obs, self._held)
+        if probe is None:
+            probe = self._identify(obs, self._held)
         if probe is not None:
             self._probing = True
             self._last_probe = obs.step

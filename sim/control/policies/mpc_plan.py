@@ -7,7 +7,6 @@ A mixin: it shares the controller's state.
 from __future__ import annotations
 
 import math
-from collections import deque
 
 from sim.convergence.progress import efficiency
 
@@ -59,10 +58,6 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
     _bytes_link: tuple[float, float] | None
     target_progress: float
     horizon_progress: float
-    probe_every: int
-    probe_factor: float
-    _last_probe: int
-    _recent: deque[float]
     #: The scenarios the last plan at the forecast's own bandwidth priced, and for which
     #: observation (:meth:`_forecast_band` reads them).
     _planned_links: tuple[Observation, list[tuple[float, float]]] | None = None
@@ -239,26 +234,6 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
         delta = self.target_progress - self._state.progress if to_target else (
             self.horizon_progress)
         return delta, to_target
-
-    def _probe(self, obs: Observation, chosen: float) -> float | None:
-        """The density to probe after a plan that chose ``chosen``, or ``None`` (see the
-        module docstring): the best single-density plan on a ``probe_factor`` times faster
-        link when it is denser than ``chosen``, else the best on a ``probe_factor`` times
-        slower link when it is sparser."""
-        if (
-            self.probe_every == 0
-            or obs.step - self._last_probe < self.probe_every
-            or len(self._recent) < self.probe_every
-            or max(self._recent) > 3.0 * min(self._recent)
-        ):
-            return None
-        delta = self._delta()[0]
-        for scale in (self.probe_factor, 1.0 / self.probe_factor):
-            scores = self._plan_scores(obs, delta, False, scale)
-            best = min(self.grid, key=lambda d: (scores[d], -d))
-            if (best > chosen) if scale > 1.0 else (best < chosen):
-                return best
-        return None
 
     def _robust(self, times: list[float]) -> float:
         """Mean over the scenarios plus ``risk`` times their half-range."""
