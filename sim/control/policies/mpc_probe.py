@@ -24,6 +24,10 @@ class MpcProbing(MpcPlanning):
     #: Observations in a row whose link estimate rests on a guessed split.
     _guessed_run: int
     _last_probe: int
+    #: The planned density (a probe step runs another one without changing the plan).
+    _held: float
+    #: Whether the step just decided is a probe (the next one returns to the plan).
+    _probing: bool
     _recent: deque[float]
 
     def _init_probing(self, probe_every: int, probe_factor: float, identify_every: int) -> None:
@@ -36,6 +40,25 @@ class MpcProbing(MpcPlanning):
         self.probe_every = int(probe_every)
         self.probe_factor = float(probe_factor)
         self.identify_every = int(identify_every)
+
+    def _reset_probing(self) -> None:
+        """Forget every probe and guess (a run's start)."""
+        self._probing = False
+        self._last_probe = -(10**9)
+        self._guessed_run = 0
+        self._recent = deque(maxlen=max(1, self.probe_every))
+
+    def _probe_or_plan(self, obs: Observation) -> float:
+        """The density of the step after a plan: a probe's (:meth:`_probe`, else
+        :meth:`_identify`), run once, or the plan's."""
+        probe = self._probe(obs, self._held)
+        if probe is None:
+            probe = self._identify(obs, self._held)
+        if probe is None:
+            return self._held
+        self._probing = True
+        self._last_probe = obs.step
+        return probe
 
     def _note_split(self, obs: Observation) -> None:
         """Count ``obs`` into the run of observations with a guessed split."""
