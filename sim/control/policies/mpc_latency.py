@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from statistics import median
 
-__all__ = ["LatencyDiffusion", "MEDIAN_OF_CHI2_1"]
-
-#: Median of a chi-squared variable with one degree of freedom: the median squared move of a
-#: walk with Gaussian steps is this fraction of their variance.
-MEDIAN_OF_CHI2_1 = 0.454936423119572
+__all__ = ["LatencyDiffusion"]
 
 
 class LatencyDiffusion:
@@ -22,17 +17,9 @@ class LatencyDiffusion:
     delay do), the move over the next ``h`` seconds has a spread of ``sqrt(rate * h)``: what
     the history shows the latency could reach within one iteration, even while the latest
     estimates sit still (at a floor, say). A level that holds yields a rate of zero.
-
-    With ``robust`` the rate is read from the median squared move (over
-    :data:`MEDIAN_OF_CHI2_1`, which makes it the same rate for a walk with Gaussian steps)
-    instead of their mean: a step of the link between two levels (a region pair changing on a
-    geo trace: 48 ms to 0.9 ms) is one squared move that the mean spreads over the whole
-    window as if the latency walked that fast, while the median sees the jitter around the
-    level that holds.
     """
 
-    def __init__(self, history: int, robust: bool = False) -> None:
-        self._robust = bool(robust)
+    def __init__(self, history: int) -> None:
         #: Squared moves and seconds between consecutive estimates, newest last (two windows
         #: kept in step: the built-in ``sum`` adds each up in order, without a generator).
         self._sq: deque[float] = deque(maxlen=history)
@@ -65,7 +52,6 @@ class LatencyDiffusion:
             # A window of exact zeros: its sum is 0, and 0 over the (positive) seconds times
             # a finite horizon is 0, without summing either window.
             return 0.0
-        sq = (median(self._sq) / MEDIAN_OF_CHI2_1 * len(self._sq) if self._robust
-              else sum(self._sq))
+        sq = sum(self._sq)
         dt = sum(self._dt)
         return math.sqrt(sq / dt * horizon_s)
