@@ -31,12 +31,13 @@ ratio of the decisions run over it (an EWMA of its log whose steps are bounded, 
 timing spikes barely move it); each bucket goes over the least corrected time's collective.
 
 Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``replan_drop``,
-``regime_steps``), the per-bucket collective hedge (``collective_regret``, ``spread``), probing
-(``probe_every``, ``identify_every``), the online gain calibration, ``calibration``, the
-forecast's readings (``robust_spread``, ``byte_reading``), the planning budget
-(``plan_budget``) and the monitor options (``monitor_smoothing``, ``monitor_residual_rows``,
-``monitor_bandwidth_drift``) are described in docs/controllers.md (MPC, "mpc's options in detail"). The controller reads nothing
-but its observations: it runs unchanged in real runs.
+``regime_steps``), the collective hedge (``collective_regret``, ``spread``,
+``latency_jump_ratio``), probing (``probe_every``, ``identify_every``), the online gain
+calibration, ``calibration``, the forecast's readings (``robust_spread``, ``byte_reading``),
+the planning budget (``plan_budget``) and the monitor options (``monitor_smoothing``,
+``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
+(MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs
+unchanged in real runs.
 
 Layout (mixins sharing this controller's state): the link forecast :mod:`.mpc_forecast`,
 communication pricing :mod:`.mpc_pricing` (a grid at once: :mod:`.mpc_price_grid`), what every
@@ -113,6 +114,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         monitor_residual_rows: int = 0,
         monitor_bandwidth_drift: float = 0.0,
         robust_spread: bool = False,
+        latency_jump_ratio: float = 0.0,
         byte_reading: bool = True,
         plan_budget: float = 0.02,
     ) -> None:
@@ -138,6 +140,11 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
                 raise ValueError(f"{key} must be true or false, got {flag!r}")
         #: Forecast spreads robust to isolated spikes (opt-in; docs/controllers.md).
         self.robust_spread = robust_spread
+        #: The collective hedge leaves one step between two latency levels out (0: off).
+        if not (latency_jump_ratio == 0.0 or latency_jump_ratio > 1.0):
+            raise ValueError(f"latency_jump_ratio must be 0 (off) or > 1, got "
+                             f"{latency_jump_ratio!r}")
+        self.latency_jump_ratio = float(latency_jump_ratio)
         #: A guessed split's latency jump also read as bytes (docs/controllers.md).
         self.byte_reading = byte_reading
         self._set_calibration(calibration)
@@ -226,7 +233,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         # with no spread, planned on with false confidence).
         self._lat = LinkForecast(self.history, _LATENCY_FLOOR_S, walk=True,
                                 robust=self.robust_spread)
-        self._lat_moves = LatencyDiffusion(self.history)
+        self._lat_moves = LatencyDiffusion(self.history, self.latency_jump_ratio)
         self._last_it_s = 0.0  # the last iteration's seconds: the next decision's exposure
         self._bytes_link: tuple[float, float] | None = None  # ``_read_as_bytes``
         self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
