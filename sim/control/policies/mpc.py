@@ -104,7 +104,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         initial_density: float = 0.001,
         probe_every: int = 0,
         probe_factor: float = 10.0,
-        identify_every: int = 0,
+        identify_every: int = 20,
         regime_steps: int = 6,
         collective_regret: float = 1.5,
         compressor: str = "topk",
@@ -114,7 +114,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         monitor_residual_rows: int = 0,
         monitor_bandwidth_drift: float = 0.0,
         robust_spread: bool = False,
-        latency_jump_ratio: float = 0.0,
+        latency_jump_ratio: float = 20.0,
         byte_reading: bool = True,
         plan_budget: float = 0.02,
     ) -> None:

@@ -58,8 +58,9 @@ def test_never_above_the_plain_rate_and_finite(lats: list[float], horizon: float
 
 
 @pytest.mark.parametrize("bad", [0.5, 1.0, -2.0])
-def test_off_by_default_and_rejects_ratios_at_most_one(bad: float) -> None:
-    assert make_policy("mpc").latency_jump_ratio == 0.0
+def test_twenty_by_default_and_rejects_ratios_at_most_one(bad: float) -> None:
+    assert make_policy("mpc").latency_jump_ratio == 20.0
+    assert make_policy("mpc", latency_jump_ratio=0.0)._lat_moves._jump_ratio == 0.0
     with pytest.raises(ValueError, match="latency_jump_ratio"):
         make_policy("mpc", latency_jump_ratio=bad)
     with pytest.raises(ValueError):

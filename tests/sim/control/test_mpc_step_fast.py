@@ -127,6 +127,7 @@ class PlainMpc(MpcPolicy):
         self._track(obs)
         if obs.decision is not None:
             self._recent.append(obs.decision.density)
+        self._guessed_run = self._guessed_run + 1 if obs.extra.get("split_guessed") == 1.0 else 0
         if self._probing:
             self._probing = False
             return self._held
@@ -163,6 +164,8 @@ class PlainMpc(MpcPolicy):
                 bws.append(math.log(max(bw, mpc_module._BANDWIDTH_FLOOR_BPS)))
             self._band = (min(lats), max(lats), min(bws), max(bws))
         probe = self._probe(obs, self._held)
+        if probe is None:
+            probe = self._identify(obs, self._held)
         if probe is not None:
             self._probing = True
             self._last_probe = obs.step
