@@ -57,9 +57,12 @@ def test_a_fixed_decision_cost_is_charged_serially_on_controlled_iterations() ->
 
 def test_the_controller_sees_the_decision_cost_and_time_moves_on() -> None:
     """With a cost, the run's clock advances by it each step (the trace is met later) and the
-    adaptive controller observes compute that includes it, as in a real run."""
-    plain = _run()
-    paid = _run(decision_s=0.005)
+    adaptive controller observes compute that includes it, as in a real run. (Without
+    ``mpc``'s identification step, a decision path the two runs would take at different steps
+    on this two-rate link, and whose cost would then differ.)"""
+    params = {"policy_params": {"target_progress": 30.0, "identify_every": 0}}
+    plain = _run(**params)
+    paid = _run(decision_s=0.005, **params)
     assert (paid["decide_s"] == 0.005).all()
     assert paid["start_s"].iloc[-1] > plain["start_s"].iloc[-1] + 39 * 0.005 - 1e-9
     assert (paid["compute_s"] >= 0.005).all()
