@@ -275,7 +275,7 @@ HELD_OUT_11 = {
     "benchmarks/data/heldout11-geo-min6.csv": "geo-distributed",
 }
 
-#: A twelfth held-out set, made on 2026-11-27 (21:10 UTC) before the link-identification
+#: A twelfth held-out set, made on 2026-11-27 (21:05 UTC) before the link-identification
 #: step of ``mpc`` was tried on any table, and run once on the final code (never tuned on):
 #: generator seeds 10201-10205 used nowhere else, with settings no other set uses (medium
 #: bad spells on a fast link, a high-latency slow walk sampled every 0.75 s with a latency
@@ -300,6 +300,7 @@ HELD_OUT_12 = {
     "benchmarks/data/heldout12-bus-wan.csv": "cellular-shape",
     "benchmarks/data/heldout12-geo-premium4.csv": "geo-distributed",
 }
+
 
 def target_progress(workload: str) -> float:
     """Progress ``P`` (dense-iteration equivalents) at which ``workload`` reaches its target."""

@@ -350,13 +350,14 @@ def test_ninth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> 
     _assert_a_new_set(9)
 
 
-def test_ninth_held_out_traces_all_load() -> None:
-    """Every trace of the ninth set parses (a typo in a generator setting fails here, not in
-    the one run the set gets)."""
+@pytest.mark.parametrize("n", [9, 10, 11, 12])
+def test_held_out_traces_all_load(n: int) -> None:
+    """Every trace of the ``n``-th set parses (a typo in a generator setting fails here, not
+    in the one run the set gets)."""
     from sim.engine import resolve_trace
 
     tt = _module()
-    for spec in tt.HELD_OUT_9:
+    for spec in getattr(tt, f"HELD_OUT_{n}"):
         path = _PATH.parents[1] / spec
         assert resolve_trace(str(path) if spec.endswith(".csv") else spec).labels
 
@@ -398,43 +399,12 @@ def test_tenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> 
     _assert_a_new_set(10)
 
 
-def test_tenth_held_out_traces_all_load() -> None:
-    """Every trace of the tenth set parses (a typo in a generator setting fails here, not in
-    the one run the set gets)."""
-    from sim.engine import resolve_trace
-
-    tt = _module()
-    for spec in tt.HELD_OUT_10:
-        path = _PATH.parents[1] / spec
-        assert resolve_trace(str(path) if spec.endswith(".csv") else spec).labels
-
-
 def test_eleventh_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
     _assert_a_new_set(11)
 
 
-def test_eleventh_held_out_traces_all_load() -> None:
-    """Every trace of the eleventh set parses (a typo fails here, not in its one run)."""
-    from sim.engine import resolve_trace
-
-    tt = _module()
-    for spec in tt.HELD_OUT_11:
-        path = _PATH.parents[1] / spec
-        assert resolve_trace(str(path) if spec.endswith(".csv") else spec).labels
-
-
 def test_twelfth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
     _assert_a_new_set(12)
-
-
-def test_twelfth_held_out_traces_all_load() -> None:
-    """Every trace of the twelfth set parses (a typo fails here, not in its one run)."""
-    from sim.engine import resolve_trace
-
-    tt = _module()
-    for spec in tt.HELD_OUT_12:
-        path = _PATH.parents[1] / spec
-        assert resolve_trace(str(path) if spec.endswith(".csv") else spec).labels
 
 
 def test_tenth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:

@@ -140,10 +140,10 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
                 raise ValueError(f"{key} must be true or false, got {flag!r}")
         #: Forecast spreads robust to isolated spikes (opt-in; docs/controllers.md).
         self.robust_spread = robust_spread
-        #: The collective hedge leaves one step between two latency levels out (0: off).
         if not (latency_jump_ratio == 0.0 or latency_jump_ratio > 1.0):
             raise ValueError(f"latency_jump_ratio must be 0 (off) or > 1, got "
                              f"{latency_jump_ratio!r}")
+        #: The collective hedge leaves one step between two latency levels out (0: off).
         self.latency_jump_ratio = float(latency_jump_ratio)
         #: A guessed split's latency jump also read as bytes (docs/controllers.md).
         self.byte_reading = byte_reading

@@ -99,4 +99,3 @@ class MpcProbing(MpcPlanning):
             return max(sparser)
         denser = [d for d in self.grid if d >= chosen * self.probe_factor]
         return min(denser) if denser else None
-
