@@ -350,7 +350,7 @@ def test_ninth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> 
     _assert_a_new_set(9)
 
 
-@pytest.mark.parametrize("n", [9, 10, 11, 12])
+@pytest.mark.parametrize("n", [9, 10, 11, 12, 13])
 def test_held_out_traces_all_load(n: int) -> None:
     """Every trace of the ``n``-th set parses (a typo in a generator setting fails here, not
     in the one run the set gets)."""
@@ -405,6 +405,36 @@ def test_eleventh_held_out_set_shares_no_trace_seed_generator_setting_or_file() 
 
 def test_twelfth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
     _assert_a_new_set(12)
+
+
+def test_thirteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    _assert_a_new_set(13)
+
+
+def _rows(path: Path) -> list[list[str]]:
+    return [r.split(",") for r in path.read_text().splitlines() if r[:1].isdigit()]
+
+
+def test_thirteenth_held_out_files_are_their_sources_as_imported(tmp_path: Path) -> None:
+    """The ferry file is the bundled norway-ferry-1 trace with its bandwidth x1500 and 15 ms
+    latency, step for step and with the same period; the geo file is what ``compctl trace
+    import skyplane`` writes for the command in its header."""
+    from sim.entry import main
+
+    data = _PATH.parents[1] / "benchmarks/data"
+    src = _PATH.parents[1] / "traces/data/norway-ferry-1.csv"
+    ferry = data / "heldout13-ferry-metro-wan.csv"
+    got, want = _rows(ferry), _rows(src)
+    assert len(got) == len(want) > 200
+    for (t, lat, bw), (t0, _, bw0) in zip(got, want, strict=True):
+        assert float(t) == pytest.approx(float(t0)) and float(lat) == 0.015
+        assert float(bw) == pytest.approx(float(bw0) * 1500, rel=1e-9)
+    period = [r for r in src.read_text().splitlines() if r.startswith("# period_s")]
+    assert period and period[0] in ferry.read_text()
+    geo = data / "heldout13-geo-min5.csv"
+    cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
+    assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
+    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 5
 
 
 def test_tenth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
