@@ -826,6 +826,9 @@ def simulate(
                 bandwidth_Bps=est_bw,
                 split_guessed=None if monitor is None else (
                     False if truth else monitor.split_guessed),
+                bandwidth_log_sd=None if monitor is None else (
+                    0.0 if truth and cfg.monitor != "truth-latency"
+                    else monitor.bandwidth_log_sd),
             )
             if bar is not None and (it + 1) % 256 == 0:
                 bar.update(256)

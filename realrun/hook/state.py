@@ -234,6 +234,7 @@ class CompressionHookState:
             latency_s=lat,
             bandwidth_Bps=bw,
             split_guessed=self.monitor.split_guessed,
+            bandwidth_log_sd=self.monitor.bandwidth_log_sd,
         )
 
     def begin_iteration(self) -> Accum:

@@ -42,7 +42,7 @@ from .monitor_fit import (
     fit_alpha_beta_lstsq,
 )
 from .monitor_kalman import BANDWIDTH_DRIFT, KalmanLink
-from .monitor_split import RESIDUAL_ROWS, identifiable, pinned_split
+from .monitor_split import RESIDUAL_ROWS, bandwidth_log_sd, identifiable, pinned_split
 from .smoothing import EwmaFilter, MinFilter
 
 __all__ = [
@@ -188,6 +188,18 @@ class LinkMonitor:
         """Whether the current window's shapes resolve latency from bandwidth (when not, the
         estimate is a prior's or the latency reference's split, not the data's)."""
         return identifiable(self._rows)
+
+    @property
+    def bandwidth_log_sd(self) -> float:
+        """How well the current window pins the bandwidth estimate: the standard deviation of
+        log bandwidth its rows give at that estimate (inf: they do not;
+        :func:`sim.control.monitor_split.bandwidth_log_sd`). Large on rows of one shape, or
+        rows whose byte term is a few percent of their durations: the estimate then carries
+        over from older rows, whatever the link has done since."""
+        if self._alpha_s is None or self._beta is None or not self._rows:
+            return math.inf
+        return bandwidth_log_sd(self._rows, self._alpha_s, self._beta,
+                                latency_known=self._latency_ref is not None)
 
     @property
     def split_guessed(self) -> bool:

@@ -25,7 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["RESIDUAL_ROWS", "RESOLUTION_REL", "SPLIT_SINE", "identifiable", "pinned_split"]
+__all__ = [
+    "RESIDUAL_ROWS",
+    "RESOLUTION_REL",
+    "SPLIT_SINE",
+    "bandwidth_log_sd",
+    "identifiable",
+    "pinned_split",
+]
 
 #: Shapes must differ at least this much (sine of the angle between the ``n_alpha`` and
 #: ``n_bytes`` columns of the window) for the window to resolve the split.
@@ -52,6 +59,44 @@ def identifiable(rows: Sequence[tuple[float, float, float]]) -> bool:
     if not (s11 > 0.0 and s22 > 0.0):
         return False
     return s11 * s22 - s12 * s12 >= SPLIT_SINE**2 * s11 * s22
+
+
+def bandwidth_log_sd(
+    rows: Sequence[tuple[float, float, float]],
+    alpha_s: float,
+    beta_s_per_byte: float,
+    latency_known: bool = False,
+) -> float:
+    """How well ``(n_alpha, n_bytes, seconds)`` rows pin the bandwidth near the estimate
+    ``(alpha_s, beta_s_per_byte)``: the standard deviation of log bandwidth they give when each
+    duration carries a relative error of :data:`RESOLUTION_REL` (inf: not at all).
+
+    Each row's sensitivities in log space are the latency's and the bytes' shares of its
+    predicted duration; with the latency free too (``latency_known=False``), only rows whose
+    shares differ separate the two, so rows of one shape give inf and rows whose byte term is a
+    few percent of their durations give a large value. With the latency known (a reference),
+    only the byte shares count. A byte term the rows cannot resolve is one the estimate
+    carries over from older rows (or a guess), however exact the rows themselves are."""
+    s11 = s22 = s12 = 0.0
+    for a, b, _ in rows:
+        ta, tb = a * alpha_s, b * beta_s_per_byte
+        pred = ta + tb
+        if not pred > 0.0:
+            continue
+        h1, h2 = ta / pred, tb / pred
+        s11 += h1 * h1
+        s22 += h2 * h2
+        s12 += h1 * h2
+    if latency_known:
+        info = s22
+    else:
+        det = s11 * s22 - s12 * s12
+        # The marginal information on log bandwidth with latency free: det / s11 (a det at
+        # rounding level of s11 * s22 is rows of one shape).
+        info = det / s11 if s11 > 0.0 and det > 1e-12 * s11 * s22 else 0.0
+    if not info > 0.0:
+        return float("inf")
+    return float(RESOLUTION_REL / info**0.5)
 
 
 def pinned_split(

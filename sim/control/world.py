@@ -34,6 +34,7 @@ from .types import Controller, Decision, Observation
 
 __all__ = [
     "AUTO",
+    "BANDWIDTH_LOG_SD_CAP",
     "STATIC_POLICIES",
     "STREAMS",
     "IterationMeasurement",
@@ -50,6 +51,8 @@ __all__ = [
 
 #: The collective value that asks the policy to pick the collective per decision.
 AUTO = "auto"
+#: The largest ``bandwidth_log_sd`` an observation carries (a finite stand-in for "not at all").
+BANDWIDTH_LOG_SD_CAP = 1e6
 #: Policies whose decision is fixed at construction (unless their collective is ``auto``).
 STATIC_POLICIES: tuple[str, ...] = ("dense", "fixed")
 #: The independent random streams of a run, in ``SeedSequence(seed).spawn`` order.
@@ -231,16 +234,21 @@ def observation_after(
     latency_s: float | None = None,
     bandwidth_Bps: float | None = None,
     split_guessed: bool | None = None,
+    bandwidth_log_sd: float | None = None,
 ) -> Observation:
     """What a controller sees before deciding ``step``, after the iteration ``m`` measured;
     ``latency_s`` and ``bandwidth_Bps`` are the link monitor's estimates (``None``: no
     monitor). ``extra`` holds ``iteration_s`` (when known), ``now_s`` (when given),
     ``link_comm_s`` and ``decide_s`` (when measured) and ``split_guessed`` (1.0 when the monitor's
     latency/bytes split is a guess no window resolved, 0.0 when not; absent without a monitor:
-    :attr:`sim.control.monitor.LinkMonitor.split_guessed`)."""
+    :attr:`sim.control.monitor.LinkMonitor.split_guessed`) and ``bandwidth_log_sd`` (how well
+    the monitor's window pins its bandwidth, capped at :data:`BANDWIDTH_LOG_SD_CAP`; absent
+    without a monitor: :attr:`sim.control.monitor.LinkMonitor.bandwidth_log_sd`)."""
     extra: dict[str, float] = {}
     if split_guessed is not None:
         extra["split_guessed"] = 1.0 if split_guessed else 0.0
+    if bandwidth_log_sd is not None:
+        extra["bandwidth_log_sd"] = min(float(bandwidth_log_sd), BANDWIDTH_LOG_SD_CAP)
     if m.iteration_s is not None and math.isfinite(m.iteration_s):
         extra["iteration_s"] = float(m.iteration_s)
     if m.link_comm_s is not None and math.isfinite(m.link_comm_s):

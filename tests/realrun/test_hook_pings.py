@@ -55,6 +55,8 @@ def _scenario(rank: int, world: int) -> dict[str, Any]:
         "stats": [(h.warmup, h.comm_s, h.link_comm_s) for h in state.history],
         "exposed": [(h.warmup, h.exposed_comm_s, h.exposed_comm_min_s) for h in state.history],
         "splits": [(h.warmup, h.est_split) for h in state.history],
+        "bandwidth_log_sd": (state.observation().extra.get("bandwidth_log_sd"),
+                             state.monitor.bandwidth_log_sd),
     }
 
 
@@ -112,6 +114,17 @@ def test_records_say_the_split_rests_on_the_pings(ranks: list[dict[str, Any]]) -
     for r in ranks:
         measured = [split for warm, split in r["splits"] if not warm]
         assert measured and set(measured) == {"reference"}
+
+
+def test_observations_carry_how_well_the_window_pins_the_bandwidth(
+        ranks: list[dict[str, Any]]) -> None:
+    """The hook's observations carry the monitor's ``bandwidth_log_sd`` as the simulator's do
+    (``mpc``'s ``identify_sd`` reads it), capped to a finite value."""
+    from sim.control.world import BANDWIDTH_LOG_SD_CAP
+
+    for r in ranks:
+        got, monitor = r["bandwidth_log_sd"]
+        assert got == min(monitor, BANDWIDTH_LOG_SD_CAP) and got > 0.0
 
 
 def test_state_and_config_reject_bad_ping_counts() -> None:

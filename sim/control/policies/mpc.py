@@ -32,7 +32,7 @@ timing spikes barely move it); each bucket goes over the least corrected time's 
 
 Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``replan_drop``,
 ``regime_steps``), the collective hedge (``collective_regret``, ``spread``,
-``latency_jump_ratio``), probing (``probe_every``, ``identify_every``), the online gain
+``latency_jump_ratio``), probing (``probe_every``, ``identify_every``, ``identify_sd``), the gain
 calibration, ``calibration``, the forecast's readings (``robust_spread``, ``byte_reading``),
 the planning budget (``plan_budget``) and the monitor options (``monitor_smoothing``,
 ``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
@@ -105,6 +105,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         probe_every: int = 0,
         probe_factor: float = 10.0,
         identify_every: int = 20,
+        identify_sd: float = 0.0,
         regime_steps: int = 6,
         collective_regret: float = 1.5,
         compressor: str = "topk",
@@ -183,7 +184,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         if type(switch_chunks) is not int or switch_chunks < 1:  # an int, not a bool
             raise ValueError(f"switch_chunks must be an integer >= 1, got {switch_chunks!r}")
         self.switch_chunks = int(switch_chunks)
-        self._init_probing(probe_every, probe_factor, identify_every)
+        self._init_probing(probe_every, probe_factor, identify_every, identify_sd)
         if regime_steps < 0:
             raise ValueError(f"regime_steps must be >= 0, got {regime_steps!r}")
         self.regime_steps = int(regime_steps)

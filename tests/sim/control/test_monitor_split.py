@@ -14,6 +14,7 @@ from sim.control.monitor import LinkMonitor
 from sim.control.monitor_split import (
     RESIDUAL_ROWS,
     RESOLUTION_REL,
+    bandwidth_log_sd,
     identifiable,
     pinned_split,
 )
@@ -185,3 +186,55 @@ def test_a_window_of_delayed_rows_does_not_linger_under_the_default_smoothing() 
     assert before is not None and after is not None
     # Half way (in beta) from the old bandwidth to the new one: smoothed.
     assert 6.25e4 * 1.5 < after < before
+
+
+def test_bandwidth_log_sd_closed_forms() -> None:
+    """Rows of one shape: inf (latency free), the byte shares' resolution with a reference;
+    two shapes of byte shares 1/2 and 0 (latency free): resolution / sqrt(det / s11)."""
+    alpha, beta = 1e-3, 1e-6
+    one = [(1.0, 1000.0, 0.0)] * 4  # byte share 1/2 in each row
+    assert bandwidth_log_sd(one, alpha, beta) == math.inf
+    assert bandwidth_log_sd(one, alpha, beta, latency_known=True) == pytest.approx(
+        RESOLUTION_REL / math.sqrt(4 * 0.25))
+    two = [(1.0, 1000.0, 0.0), (1.0, 0.0, 0.0)]  # shares (1/2, 1/2) and (1, 0)
+    s11, s22, s12 = 0.25 + 1.0, 0.25, 0.25
+    assert bandwidth_log_sd(two, alpha, beta) == pytest.approx(
+        RESOLUTION_REL / math.sqrt((s11 * s22 - s12 * s12) / s11))
+    assert bandwidth_log_sd([], alpha, beta) == math.inf
+    assert bandwidth_log_sd([(0.0, 0.0, 0.0)], alpha, beta) == math.inf
+
+
+_SHAPE = st.tuples(st.floats(0.0, 64.0), st.floats(0.0, 1e9))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(_SHAPE, min_size=1, max_size=8), extra=_SHAPE,
+       alpha=st.floats(1e-6, 1.0), bw=st.floats(1e5, 1e11), known=st.booleans())
+def test_bandwidth_log_sd_never_grows_with_a_row_and_ignores_the_durations(
+        rows: list[tuple[float, float]], extra: tuple[float, float], alpha: float, bw: float,
+        known: bool) -> None:
+    """A row adds information, never removes it; and the value depends on the shapes and the
+    estimate only (the durations themselves do not enter)."""
+    window = [(a, b, 1.0) for a, b in rows]
+    sd = bandwidth_log_sd(window, alpha, 1.0 / bw, known)
+    more = bandwidth_log_sd([*window, (*extra, 1.0)], alpha, 1.0 / bw, known)
+    assert more <= sd * (1 + 1e-6) or sd == math.inf
+    assert bandwidth_log_sd([(a, b, 7.0) for a, b in rows], alpha, 1.0 / bw, known) == sd
+
+
+def test_the_monitor_reports_how_well_its_window_pins_the_bandwidth() -> None:
+    """inf before any estimate and on rows of one shape; finite once a second shape with a
+    real byte term arrives; with a latency reference one shape is enough (latency is known)."""
+    alpha, bw = 1e-3, 1e8
+    m = LinkMonitor()
+    assert m.bandwidth_log_sd == math.inf
+    for _ in range(4):
+        m.observe(*_row(alpha, bw, 10.0, 1e5))
+    assert m.bandwidth_log_sd > 1e3
+    m.observe(*_row(alpha, bw, 10.0, 1e7))
+    free = m.bandwidth_log_sd
+    assert free < 1.0
+    ref = LinkMonitor(latency_reference_s=alpha)
+    for _ in range(4):
+        ref.observe(*_row(alpha, bw, 10.0, 1e5))
+    assert ref.bandwidth_log_sd < 1.0
