@@ -99,7 +99,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         replan_change: float = 0.25,
         replan_persist: int = 1,
         replan_band: bool = False,
-        replan_drop: float = 0.0,
+        replan_drop: float = 9.0,
         switch_chunks: int = 1,
         initial_density: float = 0.001,
         probe_every: int = 0,

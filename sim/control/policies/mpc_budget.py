@@ -23,9 +23,9 @@ __all__ = ["BUDGET_STEPS", "LEAN_PLANNING", "LEAN_RISK", "PlanBudget"]
 #: before turning lean (round R).
 BUDGET_STEPS = 3
 #: Lean planning: ``switch_chunks``, ``window_steps`` and ``replan_persist`` at least these,
-#: ``replan_drop`` this where it was off (a plan every 30 steps must still react at once to a
-#: fall of the link); single-phase plans only, and re-plans only on a move outside the last
-#: plan's band.
+#: ``replan_drop`` at most this (also where it was off: a plan every 30 steps must still react
+#: at once to a fall of the link); single-phase plans only, and re-plans only on a move outside
+#: the last plan's band.
 LEAN_PLANNING: tuple[int, int, int, float] = (3, 30, 3, 3.0)
 #: Lean planning's least ``risk``: the value M7's settings ran with in every real round (the
 #: default was 0.5 then); lean planning is M7's planning.
@@ -95,5 +95,6 @@ class PlanBudget:
             _, chunks, window, persist, _, drop = self._configured
             lean_chunks, lean_window, lean_persist, lean_drop = LEAN_PLANNING
             self._set_planning((False, max(chunks, lean_chunks), max(window, lean_window),
-                                max(persist, lean_persist), True, drop or lean_drop))
+                                max(persist, lean_persist), True,
+                                min(drop, lean_drop) if drop > 0.0 else lean_drop))
             self.risk = max(self._configured_risk, LEAN_RISK)

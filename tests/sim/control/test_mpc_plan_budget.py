@@ -16,7 +16,7 @@ from sim.control.policies.mpc_budget import BUDGET_STEPS, LEAN_PLANNING, LEAN_RI
 from sim.control.world import IterationMeasurement, observation_after
 from sim.engine import simulate
 
-_CONFIGURED = (True, 1, 1, 1, False, 0.0)
+_CONFIGURED = (True, 1, 1, 1, False, 9.0)
 
 
 def _obs(step: int, decide_s: float | None, iteration_s: float = 0.01) -> Observation:
@@ -77,6 +77,14 @@ def test_a_zero_budget_never_turns_lean() -> None:
     assert _settings(p) == _CONFIGURED
 
 
+@pytest.mark.parametrize("drop", [0.0, 9.0])
+def test_lean_planning_reacts_to_a_fourfold_fall_whatever_was_configured(drop: float) -> None:
+    """Off or a larger factor (the default, 9): lean planning's own factor, 3."""
+    p = make_policy("mpc", replan_drop=drop)
+    _feed(p, [5e-4] * BUDGET_STEPS)
+    assert _settings(p)[-1] == LEAN_PLANNING[-1] == 3.0
+
+
 def test_lean_planning_keeps_settings_leaner_than_its_own() -> None:
     p = make_policy("mpc", window_steps=50, switch_chunks=4, replan_persist=5, replan_drop=1.0)
     _feed(p, [5e-4] * 10)
@@ -105,7 +113,7 @@ def test_lean_exactly_when_the_cost_share_first_exceeds_the_budget(
         if n >= BUDGET_STEPS and spent > budget * total:
             expect = True
             break
-    assert (_settings(p) != (True, 1, 10, 1, False, 0.0)) == expect
+    assert (_settings(p) != (True, 1, 10, 1, False, 9.0)) == expect
 
 
 def test_observation_carries_the_decisions_cost_when_measured() -> None:

@@ -31,12 +31,15 @@ def _held(steps: int = 80, **kw: object) -> list[float]:
     return held
 
 
-def test_replan_drop_off_is_the_default() -> None:
-    assert _held() == _held(replan_drop=0.0)
+def test_replan_drop_is_nine_by_default_a_tenfold_fall() -> None:
+    assert make_policy("mpc").replan_drop == 9.0
+    # This run's 20x fall is one: the default reacts as 3 does.
+    assert _held() == _held(replan_drop=9.0) == _held(replan_drop=3.0)
+    assert _held() != _held(replan_drop=0.0)
 
 
 def test_replan_drop_plans_the_least_density_on_the_first_slow_estimate() -> None:
-    default, dropping = _held(), _held(replan_drop=3.0)
+    default, dropping = _held(replan_drop=0.0), _held(replan_drop=3.0)
     assert default[:61] == dropping[:61]  # nothing changes before the link falls
     assert min(default[40:61]) > 0.001  # the fast phase runs a denser payload
     # The decision after the first slow estimate (step 61's) re-plans on the slow link alone.
@@ -48,7 +51,7 @@ def test_replan_drop_plans_the_least_density_on_the_first_slow_estimate() -> Non
 
 def test_replan_drop_ignores_falls_smaller_than_its_factor() -> None:
     # The 2x noise of the fast phase is below a 4x fall: the same plans as without the option.
-    assert _held(steps=60, replan_drop=3.0) == _held(steps=60)
+    assert _held(steps=60, replan_drop=3.0) == _held(steps=60, replan_drop=0.0)
 
 
 @pytest.mark.parametrize("bad", [-1.0, True, float("nan")])
