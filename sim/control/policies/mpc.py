@@ -33,7 +33,7 @@ timing spikes barely move it); each bucket goes over the least corrected time's 
 Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``replan_drop``,
 ``regime_steps``), the collective hedge (``collective_regret``, ``spread``,
 ``latency_jump_ratio``), probing (``probe_every``, ``identify_every``, ``identify_sd``), the gain
-calibration, ``calibration``, the forecast's readings (``robust_spread``, ``byte_reading``),
+calibration, ``calibration``, the forecast's readings (``robust_spread``, ``byte_reading``, ``byte_reading_sd``),
 the planning budget (``plan_budget``) and the monitor options (``monitor_smoothing``,
 ``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
 (MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs
@@ -117,6 +117,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         robust_spread: bool = False,
         latency_jump_ratio: float = 20.0,
         byte_reading: bool = True,
+        byte_reading_sd: float = 0.0,
         plan_budget: float = 0.02,
     ) -> None:
         grid = list(parse_densities(densities))
@@ -146,8 +147,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
                              f"{latency_jump_ratio!r}")
         #: The collective hedge leaves one step between two latency levels out (0: off).
         self.latency_jump_ratio = float(latency_jump_ratio)
-        #: A guessed split's latency jump also read as bytes (docs/controllers.md).
-        self.byte_reading = byte_reading
+        self._init_byte_reading(byte_reading, byte_reading_sd)
         self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")

@@ -56,6 +56,8 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
     _lat: LinkForecast
     _bw: LinkForecast
     _bytes_link: tuple[float, float] | None
+    byte_reading: bool
+    byte_reading_sd: float
     target_progress: float
     horizon_progress: float
     #: The scenarios the last plan at the forecast's own bandwidth priced, and for which
@@ -197,6 +199,15 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
             out = [(lat * lat_k, bw * bw_k) for lat, bw in out]
         return out
 
+    def _init_byte_reading(self, byte_reading: bool, byte_reading_sd: float) -> None:
+        """Keep the byte reading's options (checked; docs/controllers.md)."""
+        if not byte_reading_sd >= 0.0:
+            raise ValueError(f"byte_reading_sd must be >= 0 (0: off), got {byte_reading_sd!r}")
+        #: A guessed split's latency jump also read as bytes.
+        self.byte_reading = byte_reading
+        #: ... and one on a window that does not pin the bandwidth (log sd above this; 0: off).
+        self.byte_reading_sd = float(byte_reading_sd)
+
     def _read_as_bytes(self, obs: Observation) -> tuple[float, float] | None:
         """``obs``'s measured communication read with the latency at the forecast window's
         median and the rest booked as bytes, as factors on the estimate's ``(latency, bandwidth)``
@@ -210,8 +221,9 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
         measured = obs.extra.get("link_comm_s", obs.comm_s)
         if d is None or lat is None or bw is None or measured is None or not measured > 0.0:
             return None
-        if obs.extra.get("split_guessed", 0.0) != 1.0:
-            return None  # a split the monitor resolved: the jump is the latency's
+        if obs.extra.get("split_guessed", 0.0) != 1.0 and not (
+                0.0 < self.byte_reading_sd < obs.extra.get("bandwidth_log_sd", 0.0)):
+            return None  # a split the monitor's window resolves: the jump is the latency's
         base = self._lat.window_median()
         if not lat > _JUMP * base:
             return None

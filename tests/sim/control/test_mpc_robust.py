@@ -142,3 +142,29 @@ def test_robust_scale_of_normal_residuals_is_their_standard_deviation() -> None:
     xs = [statistics.NormalDist().inv_cdf((k + 0.5) / 2001) for k in range(2001)]
     assert robust_scale(xs) == pytest.approx(1.0, rel=1e-3)
     assert robust_scale([]) == 0.0
+
+
+@pytest.mark.parametrize(("threshold", "sd", "read"), [
+    (0.0, 50.0, False),  # off (the default): a fitted split's jump is the latency's
+    (1.0, 50.0, True),  # the window does not pin the bandwidth: read as bytes too
+    (1.0, 1.0, False),  # at the threshold it pins it
+    (1.0, 0.2, False),
+])
+def test_byte_reading_sd_reads_a_fitted_splits_jump_where_the_window_does_not_pin_it(
+        threshold: float, sd: float, read: bool) -> None:
+    p, last = _jump_obs(0.0, 20.0)
+    p.byte_reading_sd = threshold  # type: ignore[attr-defined]
+    last = Observation(**{**last.__dict__, "extra": dict(last.extra, bandwidth_log_sd=sd)})
+    got = p._read_as_bytes(last)  # type: ignore[attr-defined]
+    assert (got is not None) == read
+    if read:
+        guessed = Observation(**{**last.__dict__,
+                                 "extra": dict(last.extra, split_guessed=1.0)})
+        assert got == p._read_as_bytes(guessed)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan")])
+def test_byte_reading_sd_is_checked(bad: float) -> None:
+    assert make_policy("mpc").byte_reading_sd == 0.0
+    with pytest.raises(Exception, match="byte_reading_sd"):
+        make_policy("mpc", byte_reading_sd=bad)
