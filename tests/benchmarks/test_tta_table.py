@@ -350,7 +350,7 @@ def test_ninth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> 
     _assert_a_new_set(9)
 
 
-@pytest.mark.parametrize("n", [9, 10, 11, 12, 13])
+@pytest.mark.parametrize("n", [9, 10, 11, 12, 13, 14])
 def test_held_out_traces_all_load(n: int) -> None:
     """Every trace of the ``n``-th set parses (a typo in a generator setting fails here, not
     in the one run the set gets)."""
@@ -409,6 +409,19 @@ def test_twelfth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -
 
 def test_thirteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
     _assert_a_new_set(13)
+
+
+def test_fourteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    _assert_a_new_set(14)
+
+
+def test_fourteenth_held_out_geo_file_is_what_its_import_writes(tmp_path: Path) -> None:
+    from sim.entry import main
+
+    geo = _PATH.parents[1] / "benchmarks/data/heldout14-geo-premium6.csv"
+    cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
+    assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
+    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 6
 
 
 def _rows(path: Path) -> list[list[str]]:
