@@ -3,6 +3,9 @@ link monitor's latency/bandwidth split has been a guess for that many observatio
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from sim.control import Decision, Observation, make_policy
@@ -20,17 +23,26 @@ def _obs(step: int, d: Decision, comm_s: float, guessed: bool) -> Observation:
                               "split_guessed": 1.0 if guessed else 0.0})
 
 
-def _run(identify_every: int, guessed_until: int, steps: int = 60) -> list[float]:
-    """Densities of a closed loop whose monitor guesses the split until ``guessed_until``."""
-    p = make_policy("mpc", identify_every=identify_every, target_progress=120.0)
+def closed_loop(p: Any, steps: int,
+                next_obs: Callable[[int, Decision, float, list[float]], Observation]
+                ) -> list[float]:
+    """Densities ``p`` decides over ``steps`` on a 2-rank link of 1 ms and 10 Mbit/s: each
+    decision's collective is timed on it and ``next_obs(step, decision, comm_s, densities so
+    far)`` is what ``p`` sees next."""
     obs = Observation(step=0, world_size=2, grad_bytes=38_440)
-    out = []
+    out: list[float] = []
     for k in range(steps):
         d = p.decide(obs)
         out.append(d.density)
         comm = collective_time_s(d.collective, _LAT, _BW, 2, 38_440, d.density, d.compressor)
-        obs = _obs(k + 1, d, comm, k + 1 <= guessed_until)
+        obs = next_obs(k + 1, d, comm, out)
     return out
+
+
+def _run(identify_every: int, guessed_until: int, steps: int = 60) -> list[float]:
+    """Densities of a closed loop whose monitor guesses the split until ``guessed_until``."""
+    p = make_policy("mpc", identify_every=identify_every, target_progress=120.0)
+    return closed_loop(p, steps, lambda k, d, comm, _: _obs(k, d, comm, k <= guessed_until))
 
 
 def test_twenty_by_default_off_at_zero_and_never_without_a_guessed_split() -> None:
@@ -39,18 +51,27 @@ def test_twenty_by_default_off_at_zero_and_never_without_a_guessed_split() -> No
     assert set(_run(5, 0)) == {0.001}
 
 
-def test_one_step_ten_times_denser_after_the_run_of_guesses_then_the_plan_resumes() -> None:
-    got = _run(5, 10**9)
-    probes = [k for k, x in enumerate(got) if x != 0.001]
-    # The fifth guessed observation arrives before step 5's decision.
-    assert probes[0] == 5 and all(got[k] == 0.01 for k in probes)
+def probes_of(got: list[float], plan: float = 0.001) -> list[int]:
+    """The steps of a closed loop's densities that ran another density than the plan's."""
+    return [k for k, x in enumerate(got) if x != plan]
+
+
+def assert_single_steps(got: list[float], first: int, density: float, period: int) -> None:
+    """Identification steps of a loop whose plan is 0.001: the first at ``first``, each at
+    ``density`` and followed by the plan again, at least ``period`` steps apart."""
+    probes = probes_of(got)
+    assert probes[0] == first and all(got[k] == density for k in probes)
     assert all(got[k + 1] == 0.001 for k in probes if k + 1 < len(got))
-    assert all(b - a >= 5 for a, b in zip(probes, probes[1:], strict=False))
+    assert all(b - a >= period for a, b in zip(probes, probes[1:], strict=False))
+
+
+def test_one_step_ten_times_denser_after_the_run_of_guesses_then_the_plan_resumes() -> None:
+    # The fifth guessed observation arrives before step 5's decision.
+    assert_single_steps(_run(5, 10**9), 5, 0.01, 5)
 
 
 def test_no_step_once_the_split_is_resolved() -> None:
-    got = _run(5, 12)
-    probes = [k for k, x in enumerate(got) if x != 0.001]
+    probes = probes_of(_run(5, 12))
     assert probes and max(probes) <= 12
 
 

@@ -5,6 +5,7 @@ link monitor's window has not pinned the bandwidth (``bandwidth_log_sd``) for
 from __future__ import annotations
 
 import pytest
+from test_mpc_identify import assert_single_steps, closed_loop, probes_of
 
 from sim.control import Decision, Observation, make_policy
 from sim.control.selector import collective_time_s
@@ -29,15 +30,12 @@ def _run(identify_sd: float, sd_until: int, steps: int = 60, sd: float = 50.0,
     density than the least moves the estimate threefold (the step found it wrong)."""
     p = make_policy("mpc", identify_every=identify_every, identify_sd=identify_sd,
                     target_progress=120.0)
-    obs = Observation(step=0, world_size=2, grad_bytes=38_440)
-    out = []
-    for k in range(steps):
-        d = p.decide(obs)
-        out.append(d.density)
-        comm = collective_time_s(d.collective, _LAT, _BW, 2, 38_440, d.density, d.compressor)
+
+    def next_obs(k: int, d: Decision, comm: float, out: list[float]) -> Observation:
         bw = _BW / (30.0 if moved and sum(x != 0.001 for x in out) % 2 else 10.0)
-        obs = _obs(k + 1, d, comm, sd if k + 1 <= sd_until else 0.1, bw)
-    return out
+        return _obs(k, d, comm, sd if k <= sd_until else 0.1, bw)
+
+    return closed_loop(p, steps, next_obs)
 
 
 def test_off_at_zero_and_never_while_the_window_pins_the_bandwidth() -> None:
@@ -50,24 +48,17 @@ def test_off_at_zero_and_never_while_the_window_pins_the_bandwidth() -> None:
 
 
 def test_one_step_ten_times_denser_then_the_plan_resumes() -> None:
-    got = _run(1.0, 10**9)
-    probes = [k for k, x in enumerate(got) if x != 0.001]
-    assert probes[0] == 5 and all(got[k] == 0.01 for k in probes)
-    assert all(got[k + 1] == 0.001 for k in probes if k + 1 < len(got))
-    assert all(b - a >= 5 for a, b in zip(probes, probes[1:], strict=False))
+    assert_single_steps(_run(1.0, 10**9), 5, 0.01, 5)
 
 
 def test_a_step_that_confirms_the_estimate_doubles_the_wait_up_to_eight_periods() -> None:
     """The closed loop's estimate never moves: waits of 10, 20, 40 steps after the first,
     then 40 (eight periods of 5) while the plan holds the least density."""
-    got = _run(1.0, 10**9, steps=100)
-    assert [k for k, x in enumerate(got) if x != 0.001] == [5, 15, 35, 75]
+    assert probes_of(_run(1.0, 10**9, steps=100)) == [5, 15, 35, 75]
 
 
 def test_a_step_that_moves_the_estimate_keeps_the_wait_at_one_period() -> None:
-    got = _run(1.0, 10**9, steps=40, moved=True)
-    probes = [k for k, x in enumerate(got) if x != 0.001]
-    assert probes[:4] == [5, 10, 15, 20]
+    assert probes_of(_run(1.0, 10**9, steps=40, moved=True))[:4] == [5, 10, 15, 20]
 
 
 def _after(p: object, steps: int = 3) -> Observation:
@@ -91,8 +82,7 @@ def test_only_when_a_faster_link_would_change_the_plan() -> None:
 
 
 def test_no_step_once_the_window_pins_it() -> None:
-    got = _run(1.0, 12)
-    probes = [k for k, x in enumerate(got) if x != 0.001]
+    probes = probes_of(_run(1.0, 12))
     assert probes and max(probes) <= 12
 
 
