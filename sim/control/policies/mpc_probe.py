@@ -83,7 +83,9 @@ class MpcProbing(MpcPlanning):
         return probe
 
     def _note_split(self, obs: Observation) -> None:
-        """Count ``obs`` into the run of observations with a guessed split."""
+        """Count ``obs`` into the runs of observations with a guessed split and with a window
+        that does not pin the bandwidth; when ``obs`` measured a bandwidth identification step,
+        set the wait before the next from whether it moved the estimate."""
         guessed = obs.extra.get("split_guessed", 0.0) == 1.0
         self._guessed_run = self._guessed_run + 1 if guessed else 0
         unpinned = 0.0 < self.identify_sd < obs.extra.get("bandwidth_log_sd", 0.0)
