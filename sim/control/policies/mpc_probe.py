@@ -110,13 +110,17 @@ class MpcProbing(MpcPlanning):
             or max(self._recent) > 3.0 * min(self._recent)
         ):
             return None
-        delta = self._delta()[0]
         for scale in (self.probe_factor, 1.0 / self.probe_factor):
-            scores = self._plan_scores(obs, delta, False, scale)
-            best = min(self.grid, key=lambda d: (scores[d], -d))
+            best = self._best_on(obs, scale)
             if (best > chosen) if scale > 1.0 else (best < chosen):
                 return best
         return None
+
+    def _best_on(self, obs: Observation, bw_scale: float) -> float:
+        """The best single-density plan's density on a link ``bw_scale`` times as fast as the
+        forecast (the sparser of equals)."""
+        scores = self._plan_scores(obs, self._delta()[0], False, bw_scale)
+        return min(self.grid, key=lambda d: (scores[d], -d))
 
     def _identify(self, obs: Observation, chosen: float) -> float | None:
         """Once the monitor's latency/bandwidth split has been a guess no window resolved for
@@ -135,21 +139,25 @@ class MpcProbing(MpcPlanning):
         if self.identify_every == 0 or obs.step - self._last_probe < self.identify_every:
             return None
         if self._guessed_run < self.identify_every:
-            if (self._unpinned_run < self.identify_every
-                    or obs.step - self._last_probe < self._bw_gap
-                    or not self._faster_changes(obs, chosen)):
-                return None
-            denser = [d for d in self.grid if d > chosen]
-            far = [d for d in denser if d >= chosen * self.probe_factor]
-            probe = min(far) if far else (max(denser) if denser else None)
-            if probe is not None:
-                self._bw_before = obs.bandwidth_Bps
-            return probe
+            return self._identify_bandwidth(obs, chosen)
         sparser = [d for d in self.grid if d * self.probe_factor <= chosen]
         if sparser:
             return max(sparser)
         denser = [d for d in self.grid if d >= chosen * self.probe_factor]
         return min(denser) if denser else None
+
+    def _identify_bandwidth(self, obs: Observation, chosen: float) -> float | None:
+        """The bandwidth identification step of :meth:`_identify`, or ``None``."""
+        if (self._unpinned_run < self.identify_every
+                or obs.step - self._last_probe < self._bw_gap
+                or not self._faster_changes(obs, chosen)):
+            return None
+        denser = [d for d in self.grid if d > chosen]
+        far = [d for d in denser if d >= chosen * self.probe_factor]
+        probe = min(far) if far else (max(denser) if denser else None)
+        if probe is not None:
+            self._bw_before = obs.bandwidth_Bps
+        return probe
 
     def _faster_changes(self, obs: Observation, chosen: float) -> bool:
         """Whether a ``probe_factor`` times faster link than the estimate would change the
@@ -163,5 +171,4 @@ class MpcProbing(MpcPlanning):
         if (self._comm_s(obs, chosen, lat, bw * self.probe_factor)[0]
                 != self._comm_s(obs, chosen, lat, bw)[0]):
             return True
-        scores = self._plan_scores(obs, self._delta()[0], False, self.probe_factor)
-        return min(self.grid, key=lambda d: (scores[d], -d)) > chosen
+        return self._best_on(obs, self.probe_factor) > chosen
