@@ -177,7 +177,7 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> WorkloadProfile:
     s = os.fspath(name_or_path)
     builtin = PROFILE_DIR / f"{s}.json"
     if os.sep not in s and "/" not in s and not s.endswith(".json"):
-        if not builtin.is_file():
+        if not os.path.isfile(builtin):  # False for a name too long for a file
             raise InputError(
                 f"unknown workload {s!r}; known: {', '.join(profile_names())} "
                 "(or give a path to a JSON profile)"
@@ -185,7 +185,7 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> WorkloadProfile:
         path = builtin
     else:
         path = Path(s)
-        if not path.is_file():
+        if not os.path.isfile(path):
             raise InputError(f"{path}: no such workload profile file")
     if path.stat().st_size > _PROFILE_MAX_BYTES:
         raise InputError(f"{path}: larger than {_PROFILE_MAX_BYTES >> 20} MiB; not a profile")

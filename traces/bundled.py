@@ -17,6 +17,7 @@ Anything else is an :class:`~sim.errors.InputError` that lists the bundled names
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from compctl_base.errors import InputError
@@ -98,7 +99,7 @@ def resolve_trace(spec: str) -> TraceSet:
     path = Path(spec).expanduser()
     if path.suffix.lower() in (".csv", ".parquet", ".pq"):
         return read_trace(path)
-    if path.is_file():
+    if os.path.isfile(path):  # (not Path.is_file: it raises for a name too long)
         raise InputError(
             f"{path}: not a canonical trace file (.csv or .parquet); convert a measured trace "
             f"with `compctl trace import FORMAT {path} --out trace.csv`"

@@ -205,9 +205,10 @@ def _read_parquet(path: Path) -> TraceSet:
 def read_trace(path: str | os.PathLike[str]) -> TraceSet:
     """Read a canonical trace file (``.csv`` or ``.parquet``); :class:`InputError` if bad."""
     p = Path(path)
-    if not p.exists():
+    # os.path's checks, not Path's: they read a name too long for a file as no file.
+    if not os.path.exists(p):
         raise InputError(f"{p}: no such trace file")
-    if p.is_dir():
+    if os.path.isdir(p):
         raise InputError(f"{p}: is a directory, not a trace file")
     if p.suffix.lower() in (".parquet", ".pq"):
         return _read_parquet(p)

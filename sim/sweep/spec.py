@@ -247,7 +247,7 @@ def load_spec(path: str | os.PathLike[str]) -> SweepSpec:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{p}: no such spec file") from None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, a name too long, no access
         raise InputError(f"{p}: cannot read spec ({exc})") from None
     try:
         raw = tomllib.loads(text)
@@ -264,7 +264,7 @@ def _resolve_one(value: Any, root: Path) -> Any:
     # directory the sweep was started from; anything else (a bundled trace name) is kept as is.
     if isinstance(value, str) and not os.path.isabs(value):
         candidate = root / value
-        if candidate.is_file():
+        if os.path.isfile(candidate):  # False for a name no file can have (too long)
             return str(candidate.resolve())
     return value
 

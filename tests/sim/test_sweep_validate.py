@@ -127,3 +127,26 @@ def test_jobs_beyond_the_cores_is_refused_with_the_reason(
     err = capsys.readouterr().err
     assert "CPU cores" in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+_LONG = "a" * 300  # longer than a file name may be: pathlib's checks raise OSError for it
+
+
+@pytest.mark.parametrize("args", [
+    ["sim", "--workload", "tiny", "--trace", _LONG, "--workers", "2", "--iterations", "2"],
+    ["sim", "--workload", "tiny", "--trace", _LONG + ".csv", "--workers", "2",
+     "--iterations", "2"],
+    ["sim", "--workload", _LONG, "--trace", "delay-lowvar", "--workers", "2",
+     "--iterations", "2"],
+    ["sim", "--workload", _LONG + ".json", "--trace", "delay-lowvar", "--workers", "2",
+     "--iterations", "2"],
+    ["trace", "show", _LONG],
+    ["sweep", _LONG + ".toml", "--out", "OUT"],
+])
+def test_a_name_too_long_for_a_file_is_one_line_and_exit_2(
+        args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main([str(out) if a == "OUT" else a for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("compctl") and "Traceback" not in err
+    assert not out.exists()
