@@ -350,7 +350,7 @@ def test_ninth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> 
     _assert_a_new_set(9)
 
 
-@pytest.mark.parametrize("n", [9, 10, 11, 12, 13, 14])
+@pytest.mark.parametrize("n", [9, 10, 11, 12, 13, 14, 15])
 def test_held_out_traces_all_load(n: int) -> None:
     """Every trace of the ``n``-th set parses (a typo in a generator setting fails here, not
     in the one run the set gets)."""
@@ -413,6 +413,32 @@ def test_thirteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file(
 
 def test_fourteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
     _assert_a_new_set(14)
+
+
+def test_fifteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    _assert_a_new_set(15)
+
+
+def test_fifteenth_held_out_files_are_their_sources_as_imported(tmp_path: Path) -> None:
+    """The tram file is norway-tram-1 (as the third set imported it at x1000) with its
+    bandwidth x600 and 20 ms latency, step for step and with the same period; the geo file is
+    what ``compctl trace import skyplane`` writes for the command in its header."""
+    from sim.entry import main
+
+    data = _PATH.parents[1] / "benchmarks/data"
+    src = data / "heldout3-norway-tram-1-x1000.csv"
+    tram = data / "heldout15-tram-wan.csv"
+    got, want = _rows(tram), _rows(src)
+    assert len(got) == len(want) > 100
+    for (t, lat, bw), (t0, _, bw0) in zip(got, want, strict=True):
+        assert float(t) == pytest.approx(float(t0)) and float(lat) == 0.02
+        assert float(bw) == pytest.approx(float(bw0) * 0.6, rel=1e-9)
+    period = [r for r in src.read_text().splitlines() if r.startswith("# period_s")]
+    assert period and period[0] in tram.read_text()
+    geo = data / "heldout15-geo-standard5.csv"
+    cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
+    assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
+    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 5
 
 
 def test_fourteenth_held_out_geo_file_is_what_its_import_writes(tmp_path: Path) -> None:
