@@ -139,3 +139,26 @@ def test_time_over_step_trace_by_hand() -> None:
     tr = PiecewiseTrace([0.0, 0.1], [A, A], [BW, BW / 2])
     t = cm.time_over_trace_s(cm.ring_allreduce(8, 1e8), tr, 0.0)
     assert math.isclose(t, 0.208, rel_tol=1e-12)
+
+
+def test_ps_shards_must_lie_within_the_workers() -> None:
+    for shards in (0, 5):
+        with pytest.raises(InputError, match="shards"):
+            cm.ps_allreduce(4, 1e6, shards=shards)
+    assert cm.ps_allreduce(4, 1e6, shards=4) == cm.AlphaBeta(2.0, 2.0 * 3 * 1e6 / 4)
+
+
+def test_payloads_below_one_byte_are_priced_not_refused() -> None:
+    """A compressed payload is a density times the bytes: fractions of a byte are valid."""
+    assert cm.ring_allreduce(4, 0.5) == cm.AlphaBeta(6.0, 0.75)
+    assert cm.point_to_point(0.25) == cm.AlphaBeta(1.0, 0.25)
+    assert cm.collective_terms("ring", 4, 0.5) == cm.AlphaBeta(6.0, 0.75)
+
+
+def test_collective_terms_broadcast_no_index_bytes_unless_given() -> None:
+    """``collective_terms``' AR-Topk terms carry only the values' bytes by default (its
+    ``index_bytes`` is 0, not the closed forms' default of one index per value)."""
+    for name, form in (("artopk-ring", cm.artopk_ring), ("artopk-tree", cm.artopk_tree)):
+        assert cm.collective_terms(name, 8, 1e4) == form(8, 1e4, 0.0)
+        assert cm.collective_terms(name, 8, 1e4, 3e3) == form(8, 1e4, 3e3)
+        assert form(8, 1e4, 0.0).n_bytes < form(8, 1e4).n_bytes

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +83,56 @@ def test_gain_interpolation_log_log() -> None:
     assert m.gain_at("topk", 0.0001, 50) == pytest.approx(0.01)  # extrapolated, slope 1/2
     assert m.gain_at("topk", 1.0, 50) == 1.0
     assert m.gain_at("topk", 0.5, 50) == pytest.approx(np.sqrt(0.5))
+
+
+def _model_with_gains(gains: np.ndarray) -> ConvergenceModel:
+    """The synthetic model with whole-model gains ``gains`` (steps x DENS) instead of sqrt(d)."""
+    tr = synthetic_trace()
+    comp = np.ones_like(tr.comp_sq)
+    kept = comp * np.asarray(gains, dtype=float)[:, None, :, None]
+    return ConvergenceModel(replace(tr, kept_sq=kept, comp_sq=comp),
+                            ConvergenceParams("synthetic", "topk", 0.8, 1.0, 0.01, 0.0, 0.0))
+
+
+def test_gain_interpolation_is_per_segment_on_a_curve_that_is_not_a_power_law() -> None:
+    """Captured gains 0.5, 0.2, 0.15 at densities 0.1, 0.01, 0.001 (and 1 when dense): each
+    density between two captured ones is interpolated on its own segment in log-log, below the
+    least along the last segment, and a gain that rises as the density falls is held down."""
+    n_steps = len(synthetic_trace().steps)
+    m = _model_with_gains(np.tile([0.5, 0.2, 0.15], (n_steps, 1)))
+    for d, g in ((0.1, 0.5), (0.01, 0.2), (0.001, 0.15), (1.0, 1.0)):
+        assert m.gain_at("topk", d, 50) == pytest.approx(g, rel=1e-12)
+    assert m.gain_at("topk", 10**-0.5, 50) == pytest.approx(math.sqrt(0.5), rel=1e-12)
+    assert m.gain_at("topk", 10**-1.5, 50) == pytest.approx(math.sqrt(0.5 * 0.2), rel=1e-12)
+    w = math.log(0.003 / 0.01) / math.log(0.001 / 0.01)
+    assert m.gain_at("topk", 0.003, 50) == pytest.approx(0.2 * 0.75**w, rel=1e-12)
+    assert m.gain_at("topk", 1e-4, 50) == pytest.approx(0.2 * 0.75**2, rel=1e-12)
+    rising = _model_with_gains(np.tile([0.5, 0.6, 0.15], (n_steps, 1)))
+    assert rising.gain_at("topk", 0.01, 50) == pytest.approx(0.5, rel=1e-12)
+    assert m.gain_curve("none", 0.001).tolist() == [1.0] * n_steps
+
+
+def test_gain_at_reads_the_nearest_sampled_step() -> None:
+    """Steps are sampled every 10 (10, 20, ...): a step reads the nearest sample, a tie the
+    later one, and steps outside the samples the first or last."""
+    steps = synthetic_trace().steps
+    m = _model_with_gains(np.outer(np.linspace(0.9, 0.1, len(steps)), [1.0, 1.0, 1.0]))
+    row = dict(zip(steps.tolist(), np.linspace(0.9, 0.1, len(steps)).tolist(), strict=True))
+    for step, sample in ((14, 10), (16, 20), (15, 20), (0, 10), (-5, 10), (10_000, 300)):
+        assert m.gain_at("topk", 0.01, step) == pytest.approx(row[sample], rel=1e-12)
+
+
+def test_a_schedule_needs_densities_in_the_unit_interval_and_a_known_compressor() -> None:
+    m = model()
+    assert m.predict([1.0, 0.01]).progress.shape == (3,)
+    for bad in (0.0, -0.1, 1.0 + 1e-9):
+        with pytest.raises(InputError, match="density"):
+            m.predict([0.01, bad])
+        with pytest.raises(InputError, match="density"):
+            m.gain_curve("topk", bad)
+    with pytest.raises(InputError):
+        m.predict([0.01], compressor="no-such-compressor")
+    assert m.predict([0.01], compressor="none").progress.tolist() == [0.0, 1.0]
 
 
 def test_compression_slows_and_lag_matches_closed_form() -> None:

@@ -14,6 +14,7 @@ from sim.control.monitor import LinkMonitor
 from sim.control.monitor_split import (
     RESIDUAL_ROWS,
     RESOLUTION_REL,
+    SPLIT_SINE,
     bandwidth_log_sd,
     identifiable,
     pinned_split,
@@ -31,6 +32,18 @@ def test_one_shape_is_not_identifiable_two_shapes_are() -> None:
     assert identifiable([*same, _row(1e-3, 1e6, 1.0, 3840.0)])
     assert not identifiable([])
     assert not identifiable([(0.0, 80.0, 1e-3)])
+    assert not identifiable([(1.0, 0.0, 1e-3)] * 3)  # no bytes: nothing to split
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3, 1.0, 1e4])
+def test_identifiable_at_the_split_sine_whatever_the_units(scale: float) -> None:
+    """Rows ``(cos t, 1)`` and ``(sin t, 0)``: the latency column is at angle ``t`` to the bytes
+    column, so the window resolves the split iff ``sin t >= SPLIT_SINE``, at any scale of the
+    counts (a tiny ``n_alpha`` is a shape like any other)."""
+    for sine, expect in ((SPLIT_SINE * 0.98, False), (SPLIT_SINE * 1.02, True)):
+        cos = math.sqrt(1.0 - sine * sine)
+        rows = [(cos * scale, 1.0 * scale, 1e-3), (sine * scale, 0.0, 1e-3)]
+        assert identifiable(rows) is expect
 
 
 @settings(max_examples=60, deadline=None)
@@ -76,6 +89,13 @@ def test_pinned_split_edge_cases() -> None:
     assert pinned_split([(1.0, 0.0, 1e-3)], 1e-3) is None
     with pytest.raises(ValueError, match="reference"):
         pinned_split([(1.0, 80.0, 1e-3)], -1.0)
+    # A zero latency reference is a link of bytes alone; one residual row is the newest.
+    assert pinned_split([(1.0, 80.0, 1e-3)], 0.0) == (0.0, 1e-3 / 80.0)
+    rows = [(1.0, 80.0, 1e-3), (1.0, 80.0, 2e-3)]
+    assert pinned_split(rows, 0.0, residual_rows=1) == (0.0, 2e-3 / 80.0)
+    assert pinned_split(rows, 0.0, residual_rows=2) == (0.0, 1e-3 / 80.0)
+    with pytest.raises(ValueError, match="residual_rows"):
+        pinned_split(rows, 0.0, residual_rows=0)
 
 
 def test_monitor_tracks_a_bandwidth_step_through_one_shape_with_a_reference() -> None:
