@@ -118,6 +118,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         latency_jump_ratio: float = 20.0,
         byte_reading: bool = True,
         byte_reading_sd: float = 0.0,
+        byte_hedge_sd: float = 0.0,
         plan_budget: float = 0.02,
     ) -> None:
         grid = list(parse_densities(densities))
@@ -147,7 +148,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
                              f"{latency_jump_ratio!r}")
         #: The collective hedge leaves one step between two latency levels out (0: off).
         self.latency_jump_ratio = float(latency_jump_ratio)
-        self._init_byte_reading(byte_reading, byte_reading_sd)
+        self._init_byte_reading(byte_reading, byte_reading_sd, byte_hedge_sd)
         self._set_calibration(calibration)
         if window_steps < 1 or history < 1:
             raise ValueError(f"need window_steps >= 1 and history >= 1, got {window_steps!r}, {history!r}")
@@ -237,6 +238,7 @@ class MpcPolicy(MpcProbing, MpcLearning, PlanBudget, UsesRecalibratedModel, Dens
         self._lat_moves = LatencyDiffusion(self.history, self.latency_jump_ratio)
         self._last_it_s = 0.0  # the last iteration's seconds: the next decision's exposure
         self._bytes_link: tuple[float, float] | None = None  # ``_read_as_bytes``
+        self._bytes_hedge: tuple[float, float] | None = None
         self._bw = LinkForecast(self.history, _BANDWIDTH_FLOOR_BPS, self.regime_steps,
                                self.replan_change, robust=self.robust_spread)
         self._links = deque(maxlen=HEDGE_RECENT + 1)

@@ -101,15 +101,17 @@ class MpcLearning(MpcPricing, UsesProgressModel):
     _lat_moves: LatencyDiffusion
     _last_it_s: float
     _bytes_link: tuple[float, float] | None
+    _bytes_hedge: tuple[float, float] | None
     #: :meth:`_layout`'s and :meth:`_ran`'s last answers (kept while their inputs hold).
     _layout_now: BucketLayout | None = None
     _ran_now: RanTerms | None = None
     _ran_obs: Observation | None = None
     _layout_obs: Observation | None = None
 
-    def _read_as_bytes(self, obs: Observation) -> tuple[float, float] | None:
-        """The bytes reading of a guessed split's latency jump (the planner's:
-        :meth:`.mpc_plan.MpcPlanning._read_as_bytes`)."""
+    def _read_as_bytes(self, obs: Observation) -> tuple[tuple[float, float] | None,
+                                                        tuple[float, float] | None]:
+        """The bytes reading of a latency jump, for the planner and for the hedge (the
+        planner's: :meth:`.mpc_plan.MpcPlanning._read_as_bytes`)."""
         raise NotImplementedError
 
     def _layout(self, obs: Observation) -> BucketLayout:
@@ -180,7 +182,7 @@ class MpcLearning(MpcPricing, UsesProgressModel):
         if lat is not None and lat > 0.0:
             self._lat.update(lat)
             if self.byte_reading:
-                self._bytes_link = self._read_as_bytes(obs)
+                self._bytes_link, self._bytes_hedge = self._read_as_bytes(obs)
         it_s = iteration_time_s(obs)
         if it_s is not None and lat is not None:
             self._lat_moves.update(lat, it_s)
@@ -349,6 +351,8 @@ class MpcLearning(MpcPricing, UsesProgressModel):
         rise = self.spread * self._lat_moves.spread_s(self._last_it_s)
         if rise > 0.0:
             links.append((lat + rise, bw))
+        if self._bytes_hedge is not None:  # the latest jump read as bytes (``byte_hedge_sd``)
+            links.append((lat * self._bytes_hedge[0], bw * self._bytes_hedge[1]))
         return self._robust_choice(obs, density, links, self.collective_regret)
 
     def _robust_choice(self, obs: Observation, density: float,

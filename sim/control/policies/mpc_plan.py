@@ -16,6 +16,9 @@ from .mpc_forecast import LinkForecast
 from .mpc_price_grid import MpcGridPricing
 from .mpc_search import NonPositiveGain, PlanRows, plan_scores, single_floors, single_scores
 
+#: A ``(latency, bandwidth)`` pair (or factors on one).
+Link = tuple[float, float]
+
 __all__ = ["MpcPlanning"]
 
 #: Iterations per chunk of the progress prediction.
@@ -199,34 +202,44 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
             out = [(lat * lat_k, bw * bw_k) for lat, bw in out]
         return out
 
-    def _init_byte_reading(self, byte_reading: bool, byte_reading_sd: float) -> None:
+    def _init_byte_reading(self, byte_reading: bool, byte_reading_sd: float,
+                           byte_hedge_sd: float) -> None:
         """Keep the byte reading's options (checked; docs/controllers.md)."""
-        if not byte_reading_sd >= 0.0:
-            raise ValueError(f"byte_reading_sd must be >= 0 (0: off), got {byte_reading_sd!r}")
+        for key, sd in (("byte_reading_sd", byte_reading_sd), ("byte_hedge_sd", byte_hedge_sd)):
+            if not sd >= 0.0:
+                raise ValueError(f"{key} must be >= 0 (0: off), got {sd!r}")
         #: A guessed split's latency jump also read as bytes.
         self.byte_reading = byte_reading
         #: ... and one on a window that does not pin the bandwidth (log sd above this; 0: off).
         self.byte_reading_sd = float(byte_reading_sd)
+        #: The collective hedge also prices the byte reading: of a guessed split's jump, and
+        #: of one on a window whose bandwidth log sd is above this (0: off).
+        self.byte_hedge_sd = float(byte_hedge_sd)
 
-    def _read_as_bytes(self, obs: Observation) -> tuple[float, float] | None:
+    def _read_as_bytes(self, obs: Observation) -> tuple[Link | None, Link | None]:
         """``obs``'s measured communication read with the latency at the forecast window's
         median and the rest booked as bytes, as factors on the estimate's ``(latency, bandwidth)``
         (both below 1), when the latency
         estimate stands more than :data:`_JUMP` times above that median and this reading is
         slower on bytes than the estimate (None otherwise). On a split the measurements do
         not resolve (the byte term a few percent of each collective), a slowdown the monitor
-        books as latency may be the bandwidth's; the planner prices both readings."""
+        books as latency may be the bandwidth's; the planner prices both readings. Returns
+        the reading for the planner (``byte_reading_sd``) and for the collective hedge
+        (``byte_hedge_sd``): each None where its option does not take it."""
         d = obs.decision
         lat, bw = obs.latency_s, obs.bandwidth_Bps
         measured = obs.extra.get("link_comm_s", obs.comm_s)
         if d is None or lat is None or bw is None or measured is None or not measured > 0.0:
-            return None
-        if obs.extra.get("split_guessed", 0.0) != 1.0 and not (
-                0.0 < self.byte_reading_sd < obs.extra.get("bandwidth_log_sd", 0.0)):
-            return None  # a split the monitor's window resolves: the jump is the latency's
+            return None, None
+        guessed = obs.extra.get("split_guessed", 0.0) == 1.0
+        sd = obs.extra.get("bandwidth_log_sd", 0.0)
+        plan = guessed or 0.0 < self.byte_reading_sd < sd
+        hedge = self.byte_hedge_sd > 0.0 and (guessed or self.byte_hedge_sd < sd)
+        if not (plan or hedge):
+            return None, None  # a split the monitor's window resolves: the jump is the latency's
         base = self._lat.window_median()
         if not lat > _JUMP * base:
-            return None
+            return None, None
         n_alpha = n_bytes = 0.0
         for i, m in enumerate(obs.bucket_bytes or (obs.grad_bytes,)):
             coll = d.collective_for(i)
@@ -236,9 +249,12 @@ class MpcPlanning(MpcGridPricing, UsesProgressModel):
             n_bytes += terms.n_bytes * corr
         rest = measured - n_alpha * base
         if not (rest > 0.0 and n_bytes > 0.0):
-            return None
+            return None, None
         slow = n_bytes / rest
-        return (base / lat, slow / bw) if slow < bw else None
+        if not slow < bw:
+            return None, None
+        reading = (base / lat, slow / bw)
+        return (reading if plan else None), (reading if hedge else None)
 
     def _delta(self) -> tuple[float, bool]:
         """Progress to plan for, and whether it is the way to a real target."""

@@ -117,8 +117,8 @@ def _jump_obs(guessed: float, lat_jump: float) -> tuple[object, Observation]:
 
 def test_byte_reading_reads_a_guessed_latency_jump_as_the_measured_seconds_in_bytes() -> None:
     p, last = _jump_obs(1.0, 20.0)
-    factors = p._read_as_bytes(last)
-    assert factors is not None
+    factors, hedged = p._read_as_bytes(last)
+    assert factors is not None and hedged is None  # the hedge's reading is opt-in
     lat_k, bw_k = factors
     d = last.decision
     base = p._lat.window_median()
@@ -135,7 +135,7 @@ def test_byte_reading_reads_a_guessed_latency_jump_as_the_measured_seconds_in_by
 def test_byte_reading_leaves_a_resolved_split_or_a_small_move_alone(guessed: float,
                                                                     jump: float) -> None:
     p, last = _jump_obs(guessed, jump)
-    assert p._read_as_bytes(last) is None
+    assert p._read_as_bytes(last) == (None, None)
 
 
 def test_robust_scale_of_normal_residuals_is_their_standard_deviation() -> None:
@@ -155,16 +155,37 @@ def test_byte_reading_sd_reads_a_fitted_splits_jump_where_the_window_does_not_pi
     p, last = _jump_obs(0.0, 20.0)
     p.byte_reading_sd = threshold  # type: ignore[attr-defined]
     last = Observation(**{**last.__dict__, "extra": dict(last.extra, bandwidth_log_sd=sd)})
-    got = p._read_as_bytes(last)  # type: ignore[attr-defined]
+    got, _ = p._read_as_bytes(last)  # type: ignore[attr-defined]
     assert (got is not None) == read
     if read:
         guessed = Observation(**{**last.__dict__,
                                  "extra": dict(last.extra, split_guessed=1.0)})
-        assert got == p._read_as_bytes(guessed)  # type: ignore[attr-defined]
+        assert got == p._read_as_bytes(guessed)[0]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan")])
-def test_byte_reading_sd_is_checked(bad: float) -> None:
-    assert make_policy("mpc").byte_reading_sd == 0.0
-    with pytest.raises(Exception, match="byte_reading_sd"):
-        make_policy("mpc", byte_reading_sd=bad)
+@pytest.mark.parametrize("key", ["byte_reading_sd", "byte_hedge_sd"])
+def test_byte_reading_sd_is_checked(bad: float, key: str) -> None:
+    assert getattr(make_policy("mpc"), key) == 0.0
+    with pytest.raises(Exception, match=key):
+        make_policy("mpc", **{key: bad})
+
+
+@pytest.mark.parametrize(("threshold", "sd", "guessed", "hedged"), [
+    (0.0, 50.0, 1.0, False),  # off (the default): the hedge prices the estimate alone
+    (1.0, 50.0, 0.0, True),  # the window does not pin the bandwidth
+    (1.0, 0.5, 0.0, False),  # it does: the jump is the latency's
+    (1.0, 0.5, 1.0, True),  # a guessed split's jump, whatever the window
+])
+def test_byte_hedge_sd_gives_the_hedge_the_byte_reading_and_leaves_the_planner_alone(
+        threshold: float, sd: float, guessed: float, hedged: bool) -> None:
+    p, last = _jump_obs(guessed, 20.0)
+    p.byte_hedge_sd = threshold  # type: ignore[attr-defined]
+    last = Observation(**{**last.__dict__, "extra": dict(last.extra, bandwidth_log_sd=sd)})
+    plan, hedge = p._read_as_bytes(last)  # type: ignore[attr-defined]
+    assert (plan is not None) == (guessed == 1.0)  # byte_reading_sd stays off
+    assert (hedge is not None) == hedged
+    if hedged:
+        p.byte_hedge_sd = 0.0  # type: ignore[attr-defined]
+        p.byte_reading_sd = threshold  # type: ignore[attr-defined]
+        assert hedge == p._read_as_bytes(last)[0]  # type: ignore[attr-defined]

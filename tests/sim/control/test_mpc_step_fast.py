@@ -44,6 +44,8 @@ CASES = [
      {"target_progress": 60.0}),
     ("lstm-ptb", 16, "walk:seed=3,latency_s=0.002,bandwidth_Bps=1.25e8,bandwidth_sigma=0.3,"
      "duration_s=300", {"robust_spread": True}),
+    ("lstm-ptb", 16, "walk:seed=3,latency_s=0.002,bandwidth_Bps=1.25e8,bandwidth_sigma=0.3,"
+     "duration_s=300", {"byte_hedge_sd": 1.0}),
 ]
 
 
@@ -113,6 +115,9 @@ class PlainMpc(MpcPolicy):
             rise = self.spread * self._lat_moves.spread_s(self._last_it_s)
             if rise > 0.0:
                 links.append((lat + rise, obs.bandwidth_Bps))
+            if self._bytes_hedge is not None:
+                links.append((lat * self._bytes_hedge[0],
+                              obs.bandwidth_Bps * self._bytes_hedge[1]))
             choice = self._robust_choice(obs, self.density, links, self.collective_regret)
         else:
             choice = self._comm_s(obs, self.density, obs.latency_s or 0.0, obs.bandwidth_Bps)[0]
@@ -192,7 +197,7 @@ class PlainMpc(MpcPolicy):
         if obs.latency_s is not None and obs.latency_s > 0.0:
             self._lat.update(obs.latency_s)
             if self.byte_reading:
-                self._bytes_link = self._read_as_bytes(obs)
+                self._bytes_link, self._bytes_hedge = self._read_as_bytes(obs)
         it_s = iteration_time_s(obs)
         if it_s is not None and obs.latency_s is not None:
             self._lat_moves.update(obs.latency_s, it_s)
@@ -340,7 +345,7 @@ def _disturbed(stream: list[Any], seed: int) -> list[Any]:
 
 def _state_of(p: MpcPolicy) -> tuple[Any, ...]:
     return (p._state, p._gain_ratio, p._compress_s, dict(p._corr), dict(p._window_s),
-            dict(p._window_known), list(p._links), p._bytes_link, p._last_it_s, p._held,
+            dict(p._window_known), list(p._links), p._bytes_link, p._bytes_hedge, p._last_it_s, p._held,
             p._since_plan, p._moved_run, p._regime_on, p._band, p._bw.regime_start(),
             list(p._bw._xs), list(p._lat._xs), list(p._lat_moves._sq))
 
