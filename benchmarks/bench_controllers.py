@@ -31,6 +31,7 @@ Usage::
     python benchmarks/bench_controllers.py --tta --held-out-13 # on the thirteenth held-out set
     python benchmarks/bench_controllers.py --tta --held-out-14 # on the fourteenth held-out set
     python benchmarks/bench_controllers.py --tta --held-out-15 # on the fifteenth held-out set
+    python benchmarks/bench_controllers.py --tta --held-out-16 # on the sixteenth held-out set
     python benchmarks/bench_controllers.py --tta --markdown tta.json   # tables of a saved run
 
 Timings use time.perf_counter (the controllers themselves never read a clock).
@@ -179,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--held-out-14", action="store_true",
                         help="--tta on the fourteenth held-out set (never tuned on)")
     parser.add_argument("--held-out-15", action="store_true",
-                        help="--tta on the fifteenth held-out set (never tuned on)")
+                        help="--tta on the fifteenth held-out set (tuned on since 2026-11-28)")
+    parser.add_argument("--held-out-16", action="store_true",
+                        help="--tta on the sixteenth held-out set (never tuned on)")
     parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
     parser.add_argument("--fidelity", default="analytic",
                         help="--tta: simulator fidelity (analytic or stepwise)")
@@ -249,7 +252,9 @@ def _tta(args: argparse.Namespace) -> int:
         with open(args.markdown) as fh:
             sys.stdout.write(tt.format_markdown(tt.from_json(json.load(fh))))
         return 0
-    if args.held_out_15:
+    if args.held_out_16:
+        traces = dict(tt.HELD_OUT_16)
+    elif args.held_out_15:
         traces = dict(tt.HELD_OUT_15)
     elif args.held_out_14:
         traces = dict(tt.HELD_OUT_14)

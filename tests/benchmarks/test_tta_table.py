@@ -350,7 +350,7 @@ def test_ninth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> 
     _assert_a_new_set(9)
 
 
-@pytest.mark.parametrize("n", [9, 10, 11, 12, 13, 14, 15])
+@pytest.mark.parametrize("n", [9, 10, 11, 12, 13, 14, 15, 16])
 def test_held_out_traces_all_load(n: int) -> None:
     """Every trace of the ``n``-th set parses (a typo in a generator setting fails here, not
     in the one run the set gets)."""
@@ -439,6 +439,32 @@ def test_fifteenth_held_out_files_are_their_sources_as_imported(tmp_path: Path) 
     cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
     assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
     assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 5
+
+
+def test_sixteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
+    _assert_a_new_set(16)
+
+
+def test_sixteenth_held_out_files_are_their_sources_as_imported(tmp_path: Path) -> None:
+    """The FCC file is the bundled fcc-10322 trace with its bandwidth x3000 and 4 ms latency,
+    step for step and with the same period; the geo file is what ``compctl trace import
+    skyplane`` writes for the command in its header."""
+    from sim.entry import main
+
+    data = _PATH.parents[1] / "benchmarks/data"
+    src = _PATH.parents[1] / "traces/data/fcc-10322.csv"
+    fcc = data / "heldout16-fcc-regional.csv"
+    got, want = _rows(fcc), _rows(src)
+    assert len(got) == len(want) > 200
+    for (t, lat, bw), (t0, _, bw0) in zip(got, want, strict=True):
+        assert float(t) == pytest.approx(float(t0)) and float(lat) == 0.004
+        assert float(bw) == pytest.approx(float(bw0) * 3000, rel=1e-9)
+    period = [r for r in src.read_text().splitlines() if r.startswith("# period_s")]
+    assert period and period[0] in fcc.read_text()
+    geo = data / "heldout16-geo-premium-min6.csv"
+    cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
+    assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
+    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 6
 
 
 def test_fourteenth_held_out_geo_file_is_what_its_import_writes(tmp_path: Path) -> None:
