@@ -132,6 +132,30 @@ def test_period_equal_to_last_breakpoint_drops_it() -> None:
     tr = PiecewiseTrace([0.0, 1.0, 2.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], period_s=2.0)
     assert tr.n_segments == 2
     assert tr.latency_at(2.5) == 1.0
+    for got in (tr.time_s, tr.latency_s, tr.bandwidth_Bps, tr.loss):
+        assert len(got) == 2
+    assert tr.time_s.tolist() == [0.0, 1.0] and tr.bandwidth_Bps.tolist() == [1.0, 2.0]
+
+
+def test_period_offset_is_the_start_of_the_period_in_force() -> None:
+    tr = PiecewiseTrace([0.0, 4.0], [1.0, 2.0], [1.0, 2.0], period_s=10.0)
+    assert [tr.period_offset_s(t) for t in (0.0, 9.9, 10.0, 25.0)] == [0.0, 0.0, 10.0, 20.0]
+    assert PiecewiseTrace([0.0, 4.0], [1.0, 2.0], [1.0, 2.0]).period_offset_s(25.0) == 0.0
+
+
+@pytest.mark.parametrize(("times", "lat", "bw", "loss", "needle"), [
+    ([0.0, 1.0, 1.0, 2.0], [0.0] * 4, [1.0] * 4, None, "strictly increasing (row 2)"),
+    ([0.0, 1.0, 2.0], [0.0, 0.0, -1e-3], [1.0] * 3, None, "latency_s must be >= 0 (row 2)"),
+    ([0.0, 1.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0], "loss must be in [0, 1)"),
+    ([0.0, 1.0], [0.0, 0.0], [1.0, 1.0], [-0.1, 0.0], "loss must be in [0, 1)"),
+])
+def test_a_bad_trace_names_its_first_bad_row(times: list[float], lat: list[float],
+                                             bw: list[float], loss: list[float] | None,
+                                             needle: str) -> None:
+    with pytest.raises(InputError) as err:
+        PiecewiseTrace(times, lat, bw, loss)
+    assert needle in str(err.value)
+    assert PiecewiseTrace([0.0, 1.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.999]).loss[1] == 0.999
 
 
 # ---------------------------------------------------------------- transfer_end_s properties
@@ -186,6 +210,22 @@ def test_bottleneck_is_pointwise_worst(trs: list[PiecewiseTrace], t: float) -> N
     lat, bw, _ = bn.state_at(t)
     assert lat == max(x.latency_at(t) for x in trs)
     assert bw == min(x.bandwidth_at(t) for x in trs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(trs=st.lists(traces(loop=False), min_size=1, max_size=7),
+       fan_in=st.integers(min_value=1, max_value=4))
+def test_bottleneck_by_tree_is_the_one_pass_trace(trs: list[PiecewiseTrace],
+                                                  fan_in: int) -> None:
+    """The tree over ``fan_in`` traces at a time gives the trace the one pass gives."""
+    _same(bottleneck(trs, fan_in=fan_in, force_tree=True), bottleneck(trs))
+
+
+def test_bottleneck_keeps_a_change_of_loss_alone() -> None:
+    a = PiecewiseTrace([0.0, 1.0], [1e-3, 1e-3], [10.0, 10.0], [0.0, 0.2])
+    b = PiecewiseTrace.constant(5e-4, 20.0)
+    bn = bottleneck([a, b])
+    assert bn.time_s.tolist() == [0.0, 1.0] and bn.loss.tolist() == [0.0, 0.2]
 
 
 def test_bottleneck_needs_horizon_for_mixed_periods() -> None:
