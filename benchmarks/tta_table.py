@@ -356,7 +356,8 @@ HELD_OUT_14 = {
 
 
 #: A fifteenth held-out set, made on 2026-11-28 with no change of ``mpc`` tried since the
-#: fourteenth was measured (never tuned on): generator seeds 10501-10505 used nowhere else, with
+#: fourteenth was measured; reported once for the defaults, then its misses diagnosed and
+#: ``byte_hedge_sd`` built on them (tuned on since): generator seeds 10501-10505 used nowhere else, with
 #: settings no other set uses (mild congestion of long spells with a threefold latency, a slow
 #: WAN walk at 10 ms sampled every 1.5 s with a latency floor, a walk at 1 ms on a 12 Gbit/s
 #: link sampled every 0.6 s, half-second spikes of at least 8 ms on a 10 Gbit/s link, an 80 s
