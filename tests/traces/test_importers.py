@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,6 +44,20 @@ def test_mahimahi_outage_and_partial_window(tmp_path: Path) -> None:
     assert tr.bandwidth_Bps[2] == 1.0  # the short last window [200, 250) ms
 
 
+def test_mahimahi_window_of_one_packet_and_defaults(tmp_path: Path) -> None:
+    """One delivery opportunity in a window is 1,500 bytes over it, not an outage; latency
+    defaults to 0 and the trace is named for its file."""
+    p = tmp_path / "one.mahimahi"
+    p.write_text("50\n150\n160\n200\n")
+    tr = import_mahimahi(p).links["*"]
+    # [0, 100) holds 50 and 200 (the last wraps to 0); [100, 200) holds 150 and 160.
+    assert tr.bandwidth_Bps.tolist() == pytest.approx([2 * 1500 / 0.1, 2 * 1500 / 0.1])
+    p.write_text("150\n300\n")
+    tr = import_mahimahi(p).links["*"]
+    assert tr.bandwidth_Bps.tolist() == pytest.approx([1500 / 0.1, 1500 / 0.1, 1.0])
+    assert np.all(tr.latency_s == 0.0) and tr.name == "one"
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
@@ -79,6 +94,7 @@ def test_pensieve_values_and_period(data_dir: Path) -> None:
         ("0\t1\n0\t2\n", ":2: time"),
         ("0 1 2\n", ":1: expected two fields"),
         ("0\t-3\n", "> 0"),
+        ("-1\t2\n0\t2\n", ":1: negative time -1.0"),
     ],
 )
 def test_pensieve_errors(tmp_path: Path, content: str, needle: str) -> None:
@@ -86,6 +102,14 @@ def test_pensieve_errors(tmp_path: Path, content: str, needle: str) -> None:
     p.write_text(content)
     with pytest.raises(InputError, match=needle):
         import_pensieve(p)
+
+
+def test_pensieve_single_sample_is_a_constant_link(tmp_path: Path) -> None:
+    p = tmp_path / "one.tsv"
+    p.write_text("7.5\t8\n")
+    tr = import_pensieve(p).links["*"]
+    assert tr.time_s.tolist() == [0.0] and tr.bandwidth_Bps.tolist() == [1e6]
+    assert tr.period_s == 1.0 and tr.name == "one"
 
 
 def test_bundled_pensieve_matches_source_values() -> None:
@@ -146,6 +170,32 @@ def test_ping_seq_wrap(tmp_path: Path) -> None:
     assert tr.time_s.tolist() == [0.0, 1.0, 2.0]
 
 
+def test_ping_names_its_trace_and_reports_the_probes_without_reply(
+        data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """ping_plain: seq 3 reported unreachable, seq 4 silent: 2 of 5 probes without a reply,
+    1 reported lost. ping_D: seq 3 reported (no answer yet), nothing silent: 1 and 1."""
+    with caplog.at_level("INFO", logger="traces"):
+        tr = import_ping(data_dir / "ping_plain.txt", bandwidth_Bps=1e8).links["*"]
+        import_ping(data_dir / "ping_D.txt", bandwidth_Bps=1e8)
+    assert tr.name == "ping_plain"
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any(m.endswith("ping_plain.txt: 2 probes without reply (1 reported lost)")
+               for m in msgs), msgs
+    assert any(m.endswith("ping_D.txt: 1 probes without reply (1 reported lost)")
+               for m in msgs), msgs
+
+
+def test_ping_replies_out_of_time_order_name_the_reply(tmp_path: Path) -> None:
+    p = tmp_path / "back.txt"
+    p.write_text(
+        "[100.0] 64 bytes from x: icmp_seq=1 ttl=5 time=1 ms\n"
+        "[101.0] 64 bytes from x: icmp_seq=2 ttl=5 time=1 ms\n"
+        "[101.0] 64 bytes from x: icmp_seq=3 ttl=5 time=1 ms\n"
+    )
+    with pytest.raises(InputError, match="reply 3 is not later than the one before it"):
+        import_ping(p, bandwidth_Bps=1e9)
+
+
 # ---------------------------------------------------------------- iperf3
 def test_iperf3_tcp_uses_stream_rtt(data_dir: Path) -> None:
     tr = import_iperf3(data_dir / "iperf3_tcp.json").links["*"]
@@ -183,6 +233,53 @@ def test_iperf3_errors(tmp_path: Path, data_dir: Path) -> None:
     (tmp_path / "empty.json").write_text("")
     with pytest.raises(InputError, match="empty"):
         import_iperf3(tmp_path / "empty.json")
+
+
+def _udp_with(tmp_path: Path, data_dir: Path, edit: Any) -> Path:
+    doc = json.loads((data_dir / "iperf3_udp.json").read_text())
+    edit(doc)
+    out = tmp_path / "edited.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _set(i: int, key: str, value: Any) -> Any:
+    def edit(doc: dict[str, Any]) -> None:
+        doc["intervals"][i]["sum"][key] = value
+    return edit
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (_set(0, "bits_per_second", True), r"intervals\[0\].sum.bits_per_second: expected a number"),
+    (_set(1, "start", "1.0"), r"intervals\[1\].sum.start: expected a number"),
+    (_set(0, "end", 0.0), r"intervals\[0\].sum: end 0.0 is not after start 0"),
+    (_set(1, "start", 0.5), r"intervals\[1\].sum: start 0.5 overlaps the previous interval"),
+    (lambda doc: doc["intervals"][0]["streams"][0].update(rtt=-5),
+     r"intervals\[0\].streams: negative rtt"),
+    (lambda doc: doc.update(intervals=[]), "no intervals"),
+    (lambda doc: doc.update(intervals={"sum": {}}), "no intervals"),
+])
+def test_iperf3_field_errors_name_the_interval(tmp_path: Path, data_dir: Path, edit: Any,
+                                               needle: str) -> None:
+    with pytest.raises(InputError, match=needle):
+        import_iperf3(_udp_with(tmp_path, data_dir, edit))
+
+
+def test_iperf3_report_that_starts_late_is_shifted_to_zero(tmp_path: Path,
+                                                           data_dir: Path) -> None:
+    """An omitted warm-up leaves the first reported interval at a later start: the trace starts
+    at 0 there and loops over the reported span; a touching boundary 1e-12 early is no overlap;
+    UDP without a latency option has latency 0; the trace is named for its file."""
+    def late(doc: dict[str, Any]) -> None:
+        for k, iv in enumerate(doc["intervals"]):
+            iv["sum"]["start"], iv["sum"]["end"] = 2.0 + k, 3.0 + k
+        doc["intervals"][1]["sum"]["start"] = 3.0 - 1e-12
+
+    tr = import_iperf3(_udp_with(tmp_path, data_dir, late)).links["*"]
+    assert tr.time_s.tolist() == pytest.approx([0.0, 1.0])
+    assert tr.period_s == pytest.approx(2.0)
+    assert tr.latency_s.tolist() == [0.0, 0.0]
+    assert tr.name == "edited"
 
 
 # ---------------------------------------------------------------- skyplane
