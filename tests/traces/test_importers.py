@@ -95,6 +95,8 @@ def test_pensieve_values_and_period(data_dir: Path) -> None:
         ("0 1 2\n", ":1: expected two fields"),
         ("0\t-3\n", "> 0"),
         ("-1\t2\n0\t2\n", ":1: negative time -1.0"),
+        ("0\t1\n1\tnan\n", ":2: non-finite value"),
+        ("0\t1\ninf\t1\n", ":2: non-finite value"),
     ],
 )
 def test_pensieve_errors(tmp_path: Path, content: str, needle: str) -> None:
@@ -102,6 +104,14 @@ def test_pensieve_errors(tmp_path: Path, content: str, needle: str) -> None:
     p.write_text(content)
     with pytest.raises(InputError, match=needle):
         import_pensieve(p)
+
+
+def test_pensieve_log_that_starts_late_is_shifted_to_zero(tmp_path: Path) -> None:
+    p = tmp_path / "late.tsv"
+    p.write_text("5\t8\n7\t16\n")
+    tr = import_pensieve(p).links["*"]
+    assert tr.time_s.tolist() == [0.0, 2.0] and tr.period_s == 4.0  # last + median step
+    assert tr.bandwidth_Bps.tolist() == [1e6, 2e6]
 
 
 def test_pensieve_single_sample_is_a_constant_link(tmp_path: Path) -> None:
