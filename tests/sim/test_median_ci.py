@@ -64,3 +64,23 @@ def test_bad_input_is_an_input_error(values: list[float]) -> None:
         median_ci(values)
     with pytest.raises(InputError):
         median_ci_ranks(10, 1.5)
+
+
+@pytest.mark.parametrize("n", range(1, 60))
+def test_the_ranks_are_the_brute_force_choice_at_any_level_and_size(n: int) -> None:
+    """For every size from 1 and levels from 1% to 99.9%: the largest rank ``l`` up to the
+    middle whose interval ``(l, n + 1 - l)`` covers the median with at least the level, or the
+    extremes where none does (the search's loop bound and its small-``n`` edges included)."""
+    for level in (0.01, 0.1, 0.3, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999):
+        ok = [low for low in range(1, (n + 1) // 2 + 1)
+              if 1 - 2 * _cdf(low - 1, n) >= level - 1e-12]
+        low = max(ok) if ok else 1
+        got = median_ci_ranks(n, level)
+        assert got[:2] == (low, n + 1 - low)
+        assert got[2] == pytest.approx(1 - 2 * _cdf(low - 1, n), rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, -0.5, math.nan])
+def test_a_level_outside_the_open_unit_interval_is_an_input_error(level: float) -> None:
+    with pytest.raises(InputError, match="confidence level"):
+        median_ci_ranks(10, level)
