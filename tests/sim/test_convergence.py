@@ -362,3 +362,48 @@ def test_trace_for_profile_borrows() -> None:
     assert trace_for_profile("char-lstm") == ("char-lstm", False, "gradient statistics captured from char-lstm")
     src, borrowed, note = trace_for_profile("resnet50")
     assert src == "digits-cnn" and borrowed and "borrowed" in note
+
+
+def test_first_reach_interpolates_between_iterations() -> None:
+    from sim.convergence.progress import first_reach, first_reach_grid
+
+    prog = np.array([0.0, 1.0, 3.0, 6.0])
+    for p_star, want in ((2.0, 1.5), (0.0, 0.0), (6.0, 3.0), (1.0, 1.0), (5.0, 2 + 2 / 3)):
+        assert first_reach(prog, p_star) == pytest.approx(want)
+        assert first_reach_grid(prog[:, None], p_star)[0] == pytest.approx(want)
+    assert first_reach(prog, 6.5) is None
+    assert math.isnan(first_reach_grid(prog[:, None], 6.5)[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.floats(0.0, 5.0), min_size=3, max_size=3), min_size=2, max_size=30),
+       st.floats(0.0, 40.0))
+def test_first_reach_grid_is_first_reach_per_column(steps: list[list[float]],
+                                                     p_star: float) -> None:
+    """Columns of non-decreasing progress (cumulative sums of steps from 0): the grid's answer
+    per column is the scalar one (NaN for None)."""
+    from sim.convergence.progress import first_reach, first_reach_grid
+
+    prog = np.vstack([np.zeros(3), np.cumsum(np.asarray(steps), axis=0)])
+    got = first_reach_grid(prog, p_star)
+    for j in range(3):
+        one = first_reach(prog[:, j], p_star)
+        assert (math.isnan(got[j]) if one is None else got[j] == pytest.approx(one))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.001, 1.0), min_size=2, max_size=60),
+       st.floats(0.0, 2.0), st.floats(0.01, 2.0), st.floats(0.0, 1.0), st.floats(0.0, 50.0),
+       st.floats(0.0, 50.0))
+def test_the_grid_recurrence_is_the_scalar_one(gains: list[float], lam: float, mu: float,
+                                               alpha: float, phase: float, knee: float) -> None:
+    """The vectorised recurrence (calibration's grid) gives the plain one's progress, phase
+    and knee 0 (off) included."""
+    from sim.convergence.progress import progress_grid, progress_scalar
+
+    g = np.asarray([1.0, *gains])
+    for ph, kn in ((phase, knee), (0.0, knee), (phase, 0.0), (0.0, 0.0)):
+        one = progress_scalar(g, lam, mu, alpha, ph, kn)
+        grid = progress_grid(g, np.array([lam]), np.array([mu]), np.array([alpha]),
+                             np.array([ph]), kn)
+        assert np.allclose(grid[:, 0], one, rtol=1e-9, atol=1e-9)
