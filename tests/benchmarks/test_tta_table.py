@@ -419,87 +419,50 @@ def test_fifteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file()
     _assert_a_new_set(15)
 
 
-def test_fifteenth_held_out_files_are_their_sources_as_imported(tmp_path: Path) -> None:
-    """The tram file is norway-tram-1 (as the third set imported it at x1000) with its
-    bandwidth x600 and 20 ms latency, step for step and with the same period; the geo file is
-    what ``compctl trace import skyplane`` writes for the command in its header."""
-    from sim.entry import main
-
-    data = _PATH.parents[1] / "benchmarks/data"
-    src = data / "heldout3-norway-tram-1-x1000.csv"
-    tram = data / "heldout15-tram-wan.csv"
-    got, want = _rows(tram), _rows(src)
-    assert len(got) == len(want) > 100
-    for (t, lat, bw), (t0, _, bw0) in zip(got, want, strict=True):
-        assert float(t) == pytest.approx(float(t0)) and float(lat) == 0.02
-        assert float(bw) == pytest.approx(float(bw0) * 0.6, rel=1e-9)
-    period = [r for r in src.read_text().splitlines() if r.startswith("# period_s")]
-    assert period and period[0] in tram.read_text()
-    geo = data / "heldout15-geo-standard5.csv"
-    cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
-    assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
-    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 5
-
-
 def test_sixteenth_held_out_set_shares_no_trace_seed_generator_setting_or_file() -> None:
     _assert_a_new_set(16)
 
 
-def test_sixteenth_held_out_files_are_their_sources_as_imported(tmp_path: Path) -> None:
-    """The FCC file is the bundled fcc-10322 trace with its bandwidth x3000 and 4 ms latency,
-    step for step and with the same period; the geo file is what ``compctl trace import
-    skyplane`` writes for the command in its header."""
+#: Per held-out set whose two files were imported by ``compctl trace import``: the real trace
+#: its throughput file scales (a bundled or earlier imported copy of the same source), that
+#: file, its latency (s), its scale against the copy, its Skyplane file and that file's regions.
+_IMPORTED = {
+    13: ("traces/data/norway-ferry-1.csv", "heldout13-ferry-metro-wan.csv", 0.015, 1500.0,
+         "heldout13-geo-min5.csv", 5),
+    14: ("benchmarks/data/heldout-norway-car-1-x1000.csv", "heldout14-car-regional.csv", 0.006,
+         2.5, "heldout14-geo-premium6.csv", 6),
+    15: ("benchmarks/data/heldout3-norway-tram-1-x1000.csv", "heldout15-tram-wan.csv", 0.02, 0.6,
+         "heldout15-geo-standard5.csv", 5),
+    16: ("traces/data/fcc-10322.csv", "heldout16-fcc-regional.csv", 0.004, 3000.0,
+         "heldout16-geo-premium-min6.csv", 6),
+}
+
+
+@pytest.mark.parametrize("n", sorted(_IMPORTED))
+def test_held_out_files_are_their_sources_as_imported(tmp_path: Path, n: int) -> None:
+    """The throughput file is its source with the bandwidth scaled and the latency set, step for
+    step and with the same period; the geo file is what ``compctl trace import skyplane`` writes
+    for the command in its header."""
     from sim.entry import main
 
+    source, name, latency_s, scale, geo_name, regions = _IMPORTED[n]
     data = _PATH.parents[1] / "benchmarks/data"
-    src = _PATH.parents[1] / "traces/data/fcc-10322.csv"
-    fcc = data / "heldout16-fcc-regional.csv"
-    got, want = _rows(fcc), _rows(src)
-    assert len(got) == len(want) > 200
+    src, trace = _PATH.parents[1] / source, data / name
+    got, want = _rows(trace), _rows(src)
+    assert len(got) == len(want) > 100
     for (t, lat, bw), (t0, _, bw0) in zip(got, want, strict=True):
-        assert float(t) == pytest.approx(float(t0)) and float(lat) == 0.004
-        assert float(bw) == pytest.approx(float(bw0) * 3000, rel=1e-9)
+        assert float(t) == pytest.approx(float(t0)) and float(lat) == latency_s
+        assert float(bw) == pytest.approx(float(bw0) * scale, rel=1e-9)
     period = [r for r in src.read_text().splitlines() if r.startswith("# period_s")]
-    assert period and period[0] in fcc.read_text()
-    geo = data / "heldout16-geo-premium-min6.csv"
+    assert period and period[0] in trace.read_text()
+    geo = data / geo_name
     cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
     assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
-    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 6
-
-
-def test_fourteenth_held_out_geo_file_is_what_its_import_writes(tmp_path: Path) -> None:
-    from sim.entry import main
-
-    geo = _PATH.parents[1] / "benchmarks/data/heldout14-geo-premium6.csv"
-    cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
-    assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
-    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 6
+    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == regions
 
 
 def _rows(path: Path) -> list[list[str]]:
     return [r.split(",") for r in path.read_text().splitlines() if r[:1].isdigit()]
-
-
-def test_thirteenth_held_out_files_are_their_sources_as_imported(tmp_path: Path) -> None:
-    """The ferry file is the bundled norway-ferry-1 trace with its bandwidth x1500 and 15 ms
-    latency, step for step and with the same period; the geo file is what ``compctl trace
-    import skyplane`` writes for the command in its header."""
-    from sim.entry import main
-
-    data = _PATH.parents[1] / "benchmarks/data"
-    src = _PATH.parents[1] / "traces/data/norway-ferry-1.csv"
-    ferry = data / "heldout13-ferry-metro-wan.csv"
-    got, want = _rows(ferry), _rows(src)
-    assert len(got) == len(want) > 200
-    for (t, lat, bw), (t0, _, bw0) in zip(got, want, strict=True):
-        assert float(t) == pytest.approx(float(t0)) and float(lat) == 0.015
-        assert float(bw) == pytest.approx(float(bw0) * 1500, rel=1e-9)
-    period = [r for r in src.read_text().splitlines() if r.startswith("# period_s")]
-    assert period and period[0] in ferry.read_text()
-    geo = data / "heldout13-geo-min5.csv"
-    cmd = geo.read_text().split("imported with compctl ")[1].splitlines()[0].split()
-    assert main([*cmd, "--out", str(tmp_path / "geo.csv")]) == 0
-    assert _rows(tmp_path / "geo.csv") == _rows(geo) and len(_rows(geo)) == 5
 
 
 def test_tenth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> None:
