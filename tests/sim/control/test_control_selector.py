@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 from sim.compress.spec import get_spec
 from sim.control.selector import (
     DEFAULT_ALLOWED,
+    canonical_auto_collectives,
     collective_cost_terms,
     collective_time_s,
+    select_bucket_collectives,
     select_collective,
+    select_decision,
 )
 from sim.errors import InputError
 
@@ -115,3 +118,51 @@ def test_incompatible_or_unknown_allowed_is_an_input_error() -> None:
         select_collective(1e-3, 1e9, 8, 1e6, 0.01, "topk", allowed=("ring", "tree"))
     with pytest.raises(InputError, match="unknown collective"):
         select_collective(1e-3, 1e9, 8, 1e6, 0.01, "topk", allowed=("mesh",))
+
+
+def test_a_tie_goes_to_the_earlier_allowed_collective() -> None:
+    """At 2 workers ring, rhd and double-tree have the same terms: the order of ``allowed``
+    decides, whatever the link."""
+    for lat, bw in ((1e-3, 1e9), (1e-6, 1e6), (0.0, 1e12)):
+        for allowed in (("ring", "rhd", "double-tree"), ("rhd", "ring"), ("double-tree", "ring")):
+            got = select_collective(lat, bw, 2, 1e6, 1.0, "none", allowed=allowed)
+            assert got == allowed[0]
+
+
+@pytest.mark.parametrize("bw", [None, 0.0, -1.0, math.inf, math.nan])
+def test_an_unknown_bandwidth_takes_the_first_compatible_collective(bw: float | None) -> None:
+    assert select_collective(1e-3, bw, 64, 1e8, 1.0, "none", allowed=("tree", "ring")) == "tree"
+    assert select_bucket_collectives(1e-3, bw, 64, (1e8, 1e6), 1.0, "none",
+                                     allowed=("tree", "ring")) == ("tree", "tree")
+
+
+def test_a_negative_or_unknown_latency_counts_as_zero() -> None:
+    args = (1e9, 1024, 1e6, 0.01, "topk")
+    zero = select_collective(0.0, *args)
+    assert select_collective(-5e-3, *args) == select_collective(None, *args) == zero
+    assert select_bucket_collectives(-5e-3, 1e9, 1024, (1e6, 1e3), 0.01, "topk") == (
+        select_bucket_collectives(0.0, 1e9, 1024, (1e6, 1e3), 0.01, "topk"))
+
+
+def test_a_decision_whose_buckets_agree_names_one_collective() -> None:
+    d = select_decision(1e-3, 1e9, 8, 3e6, (1_000_000, 1_000_000, 1_000_000), 1.0, "none")
+    assert d.bucket_collectives == () and d.collective in DEFAULT_ALLOWED
+
+
+@pytest.mark.parametrize(("value", "want"), [
+    (None, None), ("default", "default"), (" all ", "all"), (["all"], "all"),
+    ("ring, tree", "ring,tree"), (("tree", "ring"), "tree,ring"),
+])
+def test_auto_collectives_in_their_stored_form(value: object, want: str | None) -> None:
+    assert canonical_auto_collectives(value) == want
+
+
+@pytest.mark.parametrize(("value", "needle"), [
+    ("ring,ring", "named twice"), ("ring,,tree", "empty collective name"),
+    ("", "empty collective name"), ([], "empty collective name"),
+    (["default", "ring"], "unknown collective 'default'"), ("ring,warp", "unknown collective"),
+    (["ring", 3], "neither|must be default, all or a list"), (42, "must be default, all"),
+])
+def test_bad_auto_collectives_are_input_errors(value: object, needle: str) -> None:
+    with pytest.raises(InputError, match=needle):
+        canonical_auto_collectives(value)
