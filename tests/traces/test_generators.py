@@ -294,3 +294,44 @@ def test_block_walk_is_bit_identical_to_the_plain_loop(
         ref.append(cur)
         cur = min(max(cur + step, lo), hi)
     assert fast.tolist() == ref
+
+
+def test_sine_repeats_every_wave_period_and_starts_at_its_mean() -> None:
+    tr = gen.sine(latency_s=2e-3, bandwidth_Bps=1e9, bandwidth_amplitude=0.5,
+                  latency_amplitude=0.25, wave_period_s=8.0, dt_s=0.5, duration_s=40.0)
+    bw, lat = tr.bandwidth_Bps[:-1], tr.latency_s[:-1]  # less the closing row at 40 s
+    assert len(bw) == 80 and bw[0] == 1e9 and lat[0] == 2e-3
+    per = 16  # samples per wave period
+    assert np.allclose(bw[per:], bw[:-per], rtol=1e-12)
+    assert bw[4] == pytest.approx(1.5e9) and lat[4] == pytest.approx(1.5e-3)  # a quarter wave
+    assert bw[12] == pytest.approx(0.5e9) and lat[12] == pytest.approx(2.5e-3)
+
+
+def test_markov_bad_state_moves_latency_and_bandwidth_together() -> None:
+    tr = gen.markov_congestion(seed=5, latency_s=1e-3, bandwidth_Bps=1e9, bad_latency_factor=4.0,
+                               bad_bandwidth_factor=0.25, duration_s=2_000.0)
+    bad = tr.bandwidth_Bps < 1e9
+    assert bad.any() and (~bad).any()
+    assert np.array_equal(tr.latency_s == 4e-3, bad)
+
+
+def test_markov_starts_in_the_stationary_distribution() -> None:
+    """Over seeds, the first state is bad with probability bad / (good + bad) (here 0.2)."""
+    starts = [gen.markov_congestion(seed=s, latency_s=1e-3, bandwidth_Bps=1e9, good_mean_s=8.0,
+                                    bad_mean_s=2.0, duration_s=5.0).bandwidth_Bps[0] < 1e9
+              for s in range(600)]
+    assert np.mean(starts) == pytest.approx(0.2, abs=0.05)
+
+
+def test_random_walk_default_bounds_and_latency_spread() -> None:
+    """Default clips: bandwidth within [bw / 10, bw x 10], latency within [0, 10 x latency];
+    unclipped latency increments have std latency_sigma * sqrt(dt)."""
+    tr = gen.random_walk(seed=2, latency_s=1e-3, bandwidth_Bps=1e9, bandwidth_sigma=1.0,
+                         latency_sigma_s=2e-3, dt_s=1.0, duration_s=5_000.0)
+    assert tr.bandwidth_Bps.min() == pytest.approx(1e8) and tr.bandwidth_Bps.max() == (
+        pytest.approx(1e10))
+    assert tr.latency_s.min() == 0.0 and tr.latency_s.max() == pytest.approx(1e-2)
+    free = gen.random_walk(seed=3, latency_s=1.0, bandwidth_Bps=1e9, bandwidth_sigma=0.0,
+                           latency_sigma_s=1e-3, max_latency_s=1e3, dt_s=4.0,
+                           duration_s=40_000.0)
+    assert np.std(np.diff(free.latency_s)) == pytest.approx(2e-3, rel=0.05)
