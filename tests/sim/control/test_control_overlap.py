@@ -25,6 +25,12 @@ def _recursion(comm: list[float], ready: tuple[float, ...], window: float) -> fl
 def test_ready_fractions_are_cumulative_byte_shares() -> None:
     assert ready_fractions([1.0, 1.0, 2.0]) == (0.25, 0.5, 1.0)
     assert ready_fractions([5.0]) == (1.0,)
+    # Buckets without bytes are all ready when the window closes; no buckets, no fractions.
+    assert ready_fractions([0.0, 0.0]) == (1.0, 1.0)
+    assert ready_fractions([]) == ()
+    # Rounding never takes a share past 1, and the last is exactly 1.
+    shares = ready_fractions([0.1] * 10 + [0.3])
+    assert max(shares) == shares[-1] == 1.0
 
 
 @settings(max_examples=200, deadline=None)
