@@ -14,7 +14,7 @@ from sweep_fakes import fake_run, interrupting_run, normalize
 
 from sim.errors import InputError
 from sim.sweep import expand_spec, parse_spec, run_id, run_sweep
-from sim.sweep.executor import FAILURES_FILE, PLAN_FILE, RUNS_DIR
+from sim.sweep.executor import FAILURES_FILE, PLAN_FILE, RUNS_DIR, Failure, SweepResult
 
 HERE = Path(__file__).resolve().parents[1]  # tests/, where sweep_fakes lives
 
@@ -160,3 +160,13 @@ def test_interrupt_keeps_finished_runs_and_resume_completes(tmp_path: Path) -> N
     assert len(done) == 1 and not (tmp_path / "i" / FAILURES_FILE).exists()
     res = run_sweep(runs, tmp_path / "i", run_fn=fake_run, jobs=1, progress=False)
     assert (res.skipped, res.completed) == (1, 7)
+
+
+def test_a_sweep_is_ok_only_when_every_planned_run_is_complete_and_none_failed(
+        tmp_path: Path) -> None:
+    """An interrupted invocation (runs left over, none failed) is not ok; runs complete before
+    it count; one failure is never ok."""
+    assert SweepResult(tmp_path, planned=3, skipped=1, completed=2).ok
+    assert not SweepResult(tmp_path, planned=3, skipped=1, completed=1).ok
+    failed = Failure("r1", "spec", "error: boom", {})
+    assert not SweepResult(tmp_path, planned=3, skipped=1, completed=2, failures=[failed]).ok
