@@ -31,13 +31,13 @@ ratio of the decisions run over it (an EWMA of its log whose steps are bounded, 
 timing spikes barely move it); each bucket goes over the least corrected time's collective.
 
 Re-planning rules (``replan_change``, ``replan_persist``, ``replan_band``, ``replan_drop``,
-``regime_steps``), the collective hedge (``collective_regret``, ``spread``,
+``regime_steps``), the collective hedge (``collective_regret``, ``spread``, ``byte_hedge_sd``,
 ``latency_jump_ratio``), probing (``probe_every``, ``identify_every``, ``identify_sd``), the gain
-calibration, ``calibration``, the forecast's readings (``robust_spread``, ``byte_reading``, ``byte_reading_sd``),
+calibration, ``calibration``, the forecast's readings (``robust_spread``, ``byte_reading``,
+``byte_reading_sd``),
 the planning budget (``plan_budget``) and the monitor options (``monitor_smoothing``,
-``monitor_residual_rows``, ``monitor_bandwidth_drift``) are described in docs/controllers.md
-(MPC, "mpc's options in detail"). The controller reads nothing but its observations: it runs
-unchanged in real runs.
+``monitor_residual_rows``, ``monitor_bandwidth_drift``): docs/controllers.md (MPC, "mpc's
+options in detail"). It reads nothing but its observations: it runs unchanged in real runs.
 
 Layout (mixins sharing this controller's state): the link forecast :mod:`.mpc_forecast`,
 communication pricing :mod:`.mpc_pricing` (a grid at once: :mod:`.mpc_price_grid`), what every
