@@ -252,36 +252,11 @@ def _tta(args: argparse.Namespace) -> int:
         with open(args.markdown) as fh:
             sys.stdout.write(tt.format_markdown(tt.from_json(json.load(fh))))
         return 0
-    if args.held_out_16:
-        traces = dict(tt.HELD_OUT_16)
-    elif args.held_out_15:
-        traces = dict(tt.HELD_OUT_15)
-    elif args.held_out_14:
-        traces = dict(tt.HELD_OUT_14)
-    elif args.held_out_13:
-        traces = dict(tt.HELD_OUT_13)
-    elif args.held_out_12:
-        traces = dict(tt.HELD_OUT_12)
-    elif args.held_out_11:
-        traces = dict(tt.HELD_OUT_11)
-    elif args.held_out_10:
-        traces = dict(tt.HELD_OUT_10)
-    elif args.held_out_9:
-        traces = dict(tt.HELD_OUT_9)
-    elif args.held_out_8:
-        traces = dict(tt.HELD_OUT_8)
-    elif args.held_out_7:
-        traces = dict(tt.HELD_OUT_7)
-    elif args.held_out_6:
-        traces = dict(tt.HELD_OUT_6)
-    elif args.held_out_5:
-        traces = dict(tt.HELD_OUT_5)
-    elif args.held_out_4:
-        traces = dict(tt.HELD_OUT_4)
-    elif args.held_out_3:
-        traces = dict(tt.HELD_OUT_3)
-    elif args.held_out_2:
-        traces = dict(tt.HELD_OUT_2)
+    # The highest-numbered set asked for, then --held-out, then the bundled traces.
+    chosen = next((getattr(tt, f"HELD_OUT_{n}") for n in range(16, 1, -1)
+                   if getattr(args, f"held_out_{n}")), None)
+    if chosen is not None:
+        traces = dict(chosen)
     elif args.held_out:
         traces = dict(tt.HELD_OUT)
     else:
