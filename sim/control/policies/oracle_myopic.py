@@ -36,7 +36,8 @@ from ..progress import ProgressModel, ProgressState
 from ..types import Decision
 from .oracle_plan import Planner
 
-__all__ = ["HELD_LINK_ONLY", "HeldLink", "apply_plan", "plan_without_foresight"]
+__all__ = ["HELD_LINK_ONLY", "HeldLink", "apply_plan", "plan_without_foresight",
+           "time_without_foresight"]
 
 #: Why the planner cannot run where the context cannot price a held link.
 HELD_LINK_ONLY = (
@@ -134,3 +135,39 @@ def apply_plan(
             best, best_s = decision, t
     assert best is not None  # every density has at least one collective
     return best
+
+
+def time_without_foresight(
+    ctx: Any,
+    model: ProgressModel,
+    options: list[list[Decision]],
+    target: float,
+    start_s: float,
+    per_bucket: Callable[[Decision, float, Any], Decision | None],
+    max_iterations: int,
+    limit_s: float = math.inf,
+) -> float:
+    """End time of the iteration at which this planner, run from a fresh state at ``start_s``,
+    reaches ``target``, predicted on ``ctx``'s true iteration times (``inf`` past
+    ``max_iterations``, or once an iteration starts at ``limit_s`` or later): the replay the full oracle makes to choose between its own schedule
+    and this one (:class:`.oracle.OraclePolicy`, ``schedule="best"``). It makes exactly the
+    decisions :meth:`.oracle.OraclePolicy.decide` makes with ``foresight="none"`` where each
+    iteration lasts what ``ctx`` says."""
+    state = ProgressState()
+    t = float(start_s)
+    plan: tuple[list[float], list[int]] | None = None
+    planned_on: tuple[float, float] | None = None
+    while state.progress < target:
+        if state.step >= max_iterations or t >= limit_s:
+            return math.inf
+        link = ctx.link_state_at(t)
+        if plan is None or link != planned_on:
+            plan, held = plan_without_foresight(ctx, model, options, target, state, t,
+                                                per_bucket)
+            planned_on = link
+        else:
+            held = HeldLink(ctx, t)
+        d = apply_plan(held, plan, options, t, per_bucket)
+        state = model.advance(state, model.gain(d.compressor, d.density, state.step + 1))
+        t += float(ctx.iteration_time_s(d, t))
+    return t
