@@ -16,7 +16,7 @@ _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "tta_table.py"
 
 
 def _module() -> Any:
-    return load_script("tta_table")
+    return load_script("tta_table", with_dir=True)
 
 
 def test_tta_is_the_end_of_the_first_iteration_reaching_the_target() -> None:
