@@ -186,6 +186,9 @@ class OraclePolicy(UsesProgressModel):
         self.followed: str | None = "replan" if self.foresight == "none" else None
         #: Predicted seconds to target of each schedule compared (``schedule="best"``).
         self.predicted_s: dict[str, float] = {}
+        # The replayed re-planning run's (start time, decision) per iteration, followed while
+        # the run keeps to its start times (then no plan needs making again).
+        self._replayed: list[tuple[float, Decision]] | None = None
 
     @property
     def plan(self) -> tuple[list[float], list[int]] | None:
@@ -209,13 +212,15 @@ class OraclePolicy(UsesProgressModel):
             return "piecewise"
         planner.bounds = list(self._plan[0])
         t_plan = planner.run(self._plan[1])[0]
+        replayed: list[tuple[float, Decision]] = []
         t_replan = time_without_foresight(
             self._ctx, self.progress_model, self._options, self._target(), start_s,
-            self._per_bucket, planner.max_iterations, limit_s=t_plan,
+            self._per_bucket, planner.max_iterations, limit_s=t_plan, record=replayed,
         )
         self.predicted_s = {"piecewise": t_plan - start_s, "replan": t_replan - start_s}
         if t_replan < t_plan * (1.0 - 1e-12):
-            self._plan = None  # the re-planning branch makes its own
+            self._plan = None  # the re-planning branch makes its own once the replay ends
+            self._replayed = replayed
             return "replan"
         return "piecewise"
 
@@ -234,6 +239,18 @@ class OraclePolicy(UsesProgressModel):
             self.followed = self._choose(start_s)
         if self.followed == "replan":
             model = self.progress_model
+            step = self._state.step + 1
+            if self._replayed is not None:
+                i = self._state.step
+                if i < len(self._replayed) and self._replayed[i][0] == start_s:
+                    now = self._replayed[i][1]
+                    self._state = model.advance(
+                        self._state, model.gain(now.compressor, now.density, step))
+                    return now
+                # Past the replay's end (the target), or the run left its start times: plan
+                # from here on as the planner without foresight does.
+                self._replayed = None
+                self._plan = None
             link = self._ctx.link_state_at(start_s)
             if self._plan is None or link != self._planned_on:
                 # Re-plan where the link changed (on a held link the plan stays exact); this
@@ -247,7 +264,6 @@ class OraclePolicy(UsesProgressModel):
                 # Priced afresh: the compute factor may have changed since the plan.
                 held = HeldLink(self._ctx, start_s)
             now = apply_plan(held, self._plan, self._options, start_s, self._per_bucket)
-            step = self._state.step + 1
             self._state = model.advance(self._state, model.gain(now.compressor, now.density, step))
             return now
         assert self._plan is not None  # made by _choose

@@ -146,13 +146,15 @@ def time_without_foresight(
     per_bucket: Callable[[Decision, float, Any], Decision | None],
     max_iterations: int,
     limit_s: float = math.inf,
+    record: list[tuple[float, Decision]] | None = None,
 ) -> float:
     """End time of the iteration at which this planner, run from a fresh state at ``start_s``,
     reaches ``target``, predicted on ``ctx``'s true iteration times (``inf`` past
     ``max_iterations``, or once an iteration starts at ``limit_s`` or later): the replay the full oracle makes to choose between its own schedule
     and this one (:class:`.oracle.OraclePolicy`, ``schedule="best"``). It makes exactly the
     decisions :meth:`.oracle.OraclePolicy.decide` makes with ``foresight="none"`` where each
-    iteration lasts what ``ctx`` says."""
+    iteration lasts what ``ctx`` says. ``record``, when given, receives each iteration's start
+    time and decision (so a run that follows this replay need not plan again)."""
     state = ProgressState()
     t = float(start_s)
     plan: tuple[list[float], list[int]] | None = None
@@ -168,6 +170,8 @@ def time_without_foresight(
         else:
             held = HeldLink(ctx, t)
         d = apply_plan(held, plan, options, t, per_bucket)
+        if record is not None:
+            record.append((t, d))
         state = model.advance(state, model.gain(d.compressor, d.density, state.step + 1))
         t += float(ctx.iteration_time_s(d, t))
     return t
