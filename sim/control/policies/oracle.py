@@ -42,13 +42,7 @@ from ..progress import ProgressModel, ProgressState, UsesProgressModel
 from ..registry import register_policy
 from ..selector import DEFAULT_ALLOWED, select_decision
 from ..types import Decision, Observation
-from .oracle_myopic import (
-    HELD_LINK_ONLY,
-    HeldLink,
-    apply_plan,
-    plan_without_foresight,
-    time_without_foresight,
-)
+from .oracle_myopic import HELD_LINK_ONLY, step_without_foresight, time_without_foresight
 from .oracle_plan import Planner
 
 __all__ = ["OracleContext", "OraclePolicy"]
@@ -251,19 +245,10 @@ class OraclePolicy(UsesProgressModel):
                 # from here on as the planner without foresight does.
                 self._replayed = None
                 self._plan = None
-            link = self._ctx.link_state_at(start_s)
-            if self._plan is None or link != self._planned_on:
-                # Re-plan where the link changed (on a held link the plan stays exact); this
-                # iteration's collective is then chosen from the plan's own prices.
-                self._plan, held = plan_without_foresight(
-                    self._ctx, model, self._options, self._target(), self._state, start_s,
-                    self._per_bucket,
-                )
-                self._planned_on = link
-            else:
-                # Priced afresh: the compute factor may have changed since the plan.
-                held = HeldLink(self._ctx, start_s)
-            now = apply_plan(held, self._plan, self._options, start_s, self._per_bucket)
+            now, self._plan, self._planned_on = step_without_foresight(
+                self._ctx, model, self._options, self._target(), self._state, start_s,
+                self._per_bucket, self._plan, self._planned_on,
+            )
             self._state = model.advance(self._state, model.gain(now.compressor, now.density, step))
             return now
         assert self._plan is not None  # made by _choose

@@ -36,8 +36,11 @@ from ..progress import ProgressModel, ProgressState
 from ..types import Decision
 from .oracle_plan import Planner
 
-__all__ = ["HELD_LINK_ONLY", "HeldLink", "apply_plan", "plan_without_foresight",
-           "time_without_foresight"]
+__all__ = ["HELD_LINK_ONLY", "HeldLink", "Plan", "apply_plan", "plan_without_foresight",
+           "step_without_foresight", "time_without_foresight"]
+
+#: A plan in :class:`.oracle_plan.Planner`'s form: window starts and a density index per window.
+Plan = tuple[list[float], list[int]]
 
 #: Why the planner cannot run where the context cannot price a held link.
 HELD_LINK_ONLY = (
@@ -137,6 +140,32 @@ def apply_plan(
     return best
 
 
+def step_without_foresight(
+    ctx: Any,
+    model: ProgressModel,
+    options: list[list[Decision]],
+    target: float,
+    state: ProgressState,
+    now_s: float,
+    per_bucket: Callable[[Decision, float, Any], Decision | None],
+    plan: Plan | None,
+    planned_on: tuple[float, float] | None,
+) -> tuple[Decision, Plan, tuple[float, float]]:
+    """This planner's decision for the iteration starting at ``now_s``, with the plan it
+    follows and the link state that plan was made on. It re-plans (from ``state``) where there
+    is no plan yet or the link differs from ``planned_on``; on an unchanged link the plan stays
+    exact and is priced afresh (the compute factor may have changed since it was made)."""
+    link = ctx.link_state_at(now_s)
+    if plan is None or link != planned_on:
+        plan, held = plan_without_foresight(ctx, model, options, target, state, now_s,
+                                            per_bucket)
+        planned_on = link
+    else:
+        held = HeldLink(ctx, now_s)
+    assert planned_on is not None
+    return apply_plan(held, plan, options, now_s, per_bucket), plan, planned_on
+
+
 def time_without_foresight(
     ctx: Any,
     model: ProgressModel,
@@ -150,26 +179,21 @@ def time_without_foresight(
 ) -> float:
     """End time of the iteration at which this planner, run from a fresh state at ``start_s``,
     reaches ``target``, predicted on ``ctx``'s true iteration times (``inf`` past
-    ``max_iterations``, or once an iteration starts at ``limit_s`` or later): the replay the full oracle makes to choose between its own schedule
-    and this one (:class:`.oracle.OraclePolicy`, ``schedule="best"``). It makes exactly the
-    decisions :meth:`.oracle.OraclePolicy.decide` makes with ``foresight="none"`` where each
-    iteration lasts what ``ctx`` says. ``record``, when given, receives each iteration's start
+    ``max_iterations``, or once an iteration starts at ``limit_s`` or later): the replay the
+    full oracle makes to choose between its own schedule and this one
+    (:class:`.oracle.OraclePolicy`, ``schedule="best"``). Each decision is
+    :func:`step_without_foresight`'s, as in :meth:`.oracle.OraclePolicy.decide` with
+    ``foresight="none"``, so the two agree wherever each iteration lasts what ``ctx`` says. ``record``, when given, receives each iteration's start
     time and decision (so a run that follows this replay need not plan again)."""
     state = ProgressState()
     t = float(start_s)
-    plan: tuple[list[float], list[int]] | None = None
+    plan: Plan | None = None
     planned_on: tuple[float, float] | None = None
     while state.progress < target:
         if state.step >= max_iterations or t >= limit_s:
             return math.inf
-        link = ctx.link_state_at(t)
-        if plan is None or link != planned_on:
-            plan, held = plan_without_foresight(ctx, model, options, target, state, t,
-                                                per_bucket)
-            planned_on = link
-        else:
-            held = HeldLink(ctx, t)
-        d = apply_plan(held, plan, options, t, per_bucket)
+        d, plan, planned_on = step_without_foresight(
+            ctx, model, options, target, state, t, per_bucket, plan, planned_on)
         if record is not None:
             record.append((t, d))
         state = model.advance(state, model.gain(d.compressor, d.density, state.step + 1))
