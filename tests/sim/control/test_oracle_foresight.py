@@ -159,7 +159,9 @@ def test_the_full_oracle_follows_the_faster_of_its_schedule_and_re_planning(
     assert best == pytest.approx(min(piecewise, replan), rel=1e-12)
 
 
-def test_the_choice_is_made_on_predicted_times_that_the_run_then_takes() -> None:
+def test_the_choice_is_made_on_predicted_times_that_the_run_then_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from sim.engine import OracleContext
 
     seen: list[OraclePolicy] = []
@@ -169,12 +171,8 @@ def test_the_choice_is_made_on_predicted_times_that_the_run_then_takes() -> None
         bind(self, ctx)
         seen.append(self)
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(OraclePolicy, "bind_oracle", spy)
-    try:
-        rec = _run(_walk(7), "oracle", _oracle("full"), iters=400)
-    finally:
-        mp.undo()
+    monkeypatch.setattr(OraclePolicy, "bind_oracle", spy)
+    rec = _run(_walk(7), "oracle", _oracle("full"), iters=400)
     (oracle,) = seen
     assert oracle.followed == "replan"
     assert oracle.predicted_s["replan"] < oracle.predicted_s["piecewise"]
