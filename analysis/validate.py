@@ -226,6 +226,8 @@ def sim_config_for(meta: dict[str, Any], calibration: Calibration | None = None,
         # The hook's latency pings (RealConfig.latency_pings): the simulated monitor gets the
         # same kind of latency reference, priced by the simulator.
         latency_pings=int(cfg.get("latency_pings", 0)) if cfg.get("use_hook", True) else 0,
+        ping_every=int(cfg.get("ping_every", 0)) if cfg.get("use_hook", True) else 0,
+        ping_on_jump=float(cfg.get("ping_on_jump", 0.0)) if cfg.get("use_hook", True) else 0.0,
         decision_lag=lag,
         measure_decisions=measure_decisions,
         **sync,

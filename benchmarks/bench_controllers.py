@@ -32,6 +32,7 @@ Usage::
     python benchmarks/bench_controllers.py --tta --held-out-14 # on the fourteenth held-out set
     python benchmarks/bench_controllers.py --tta --held-out-15 # on the fifteenth held-out set
     python benchmarks/bench_controllers.py --tta --held-out-16 # on the sixteenth held-out set
+    python benchmarks/bench_controllers.py --tta --held-out-17 # on the seventeenth held-out set
     python benchmarks/bench_controllers.py --tta --markdown tta.json   # tables of a saved run
 
 Timings use time.perf_counter (the controllers themselves never read a clock).
@@ -183,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--tta on the fifteenth held-out set (tuned on since 2026-11-28)")
     parser.add_argument("--held-out-16", action="store_true",
                         help="--tta on the sixteenth held-out set (never tuned on)")
+    parser.add_argument("--held-out-17", action="store_true",
+                        help="--tta on the seventeenth held-out set (never tuned on)")
     parser.add_argument("--jobs", type=int, default=1, help="--tta: processes")
     parser.add_argument("--fidelity", default="analytic",
                         help="--tta: simulator fidelity (analytic or stepwise)")
@@ -253,7 +256,7 @@ def _tta(args: argparse.Namespace) -> int:
             sys.stdout.write(tt.format_markdown(tt.from_json(json.load(fh))))
         return 0
     # The highest-numbered set asked for, then --held-out, then the bundled traces.
-    chosen = next((getattr(tt, f"HELD_OUT_{n}") for n in range(16, 1, -1)
+    chosen = next((getattr(tt, f"HELD_OUT_{n}") for n in range(17, 1, -1)
                    if getattr(args, f"held_out_{n}")), None)
     if chosen is not None:
         traces = dict(chosen)

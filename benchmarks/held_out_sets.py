@@ -366,3 +366,30 @@ HELD_OUT_16 = {
     "benchmarks/data/heldout16-fcc-regional.csv": "broadband-shape",
     "benchmarks/data/heldout16-geo-premium-min6.csv": "geo-distributed",
 }
+
+
+#: A seventeenth held-out set, made on 2026-11-28 after ``ping_on_jump`` was developed on the
+#: bundled, fourteenth, fifteenth and sixteenth sets and before it ran on this one (never
+#: tuned on): generator seeds 10701-10706 used nowhere else, with settings no other set uses
+#: (congestion on a 5 Gbit/s link whose bad spells cut bandwidth to a fifth and quadruple the
+#: latency, a WAN walk at 8 ms sampled every 2 s with a 2 ms floor, a walk at 2 ms on a
+#: 6 Gbit/s link sampled every second, one-second spikes of at least 20 ms, a two-minute wave
+#: in both terms), a four-phase step schedule, and real data imported in ways no other set uses
+#: (each file's header): the Pensieve train trace at x2000 with 12 ms latency, and seven
+#: regions of any tier at their mean RTT and least rate.
+HELD_OUT_17 = {
+    "markov:seed=10701,lat_ms=2,bw_gbps=5,good_mean_s=30,bad_mean_s=10,"
+    "bad_bandwidth_factor=0.2,bad_latency_factor=4,duration_s=1800": "congestion",
+    "walk:seed=10702,lat_ms=8,bw_gbps=1,bandwidth_sigma=0.2,lat_sigma_ms=3,"
+    "min_latency_ms=2,dt_s=2,duration_s=1800": "random-walk",
+    "walk:seed=10703,lat_ms=2,bw_gbps=6,bandwidth_sigma=0.3,lat_sigma_ms=0.8,"
+    "min_latency_ms=0.5,dt_s=1,duration_s=1800": "random-walk",
+    "spikes:seed=10704,lat_ms=3,bw_gbps=4,spike_rate_per_s=0.05,spike_min_ms=20,"
+    "spike_shape=3,spike_duration_s=1,duration_s=1800": "delay-spikes",
+    "sine:seed=10705,lat_ms=5,bw_gbps=10,bandwidth_amplitude=0.6,latency_amplitude=0.5,"
+    "wave_period_s=120,jitter=0.1,duration_s=1800": "periodic",
+    "steps:dur_s=15/25/20/40,lat_ms=3/25/1/12,"
+    "bw_gbps=6/0.8/15/2,loop=true": "stepped",
+    "benchmarks/data/heldout17-train-wan.csv": "cellular-shape",
+    "benchmarks/data/heldout17-geo-any-avg7.csv": "geo-distributed",
+}

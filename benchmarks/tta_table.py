@@ -52,6 +52,7 @@ from held_out_sets import (  # noqa: E402, F401
     HELD_OUT_14,
     HELD_OUT_15,
     HELD_OUT_16,
+    HELD_OUT_17,
 )
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +96,12 @@ def tta_s(records: Any, target: float) -> float:
 #: The pseudo-option of a policy spec that sets the run's monitor (``sim_monitor=truth``: the
 #: policy sees the true link, a diagnostic; :class:`sim.config.SimConfig`'s ``monitor``).
 SIM_MONITOR = "sim_monitor"
+#: Pseudo-options of a policy spec that set the run's latency pings, as a real run's
+#: ``--latency-pings N --ping-every K --ping-on-jump R`` would (:class:`sim.config.SimConfig`'s
+#: fields of those names, and their types; the pings' time is charged to the run).
+SIM_PINGS: dict[str, tuple[str, type]] = {
+    "sim_latency_pings": ("latency_pings", int), "sim_ping_every": ("ping_every", int),
+    "sim_ping_on_jump": ("ping_on_jump", float)}
 
 
 #: Policies that are not adaptive ones (the best adaptive policy is chosen among the others).
@@ -139,11 +146,12 @@ class Scenario:
 
 def _run(trace: str, workload: str, workers: int, policy: str, iters: int,
          params: tuple[tuple[str, Any], ...], fidelity: str = "analytic",
-         monitor: str = "on") -> Any:
+         monitor: str = "on", **run: Any) -> Any:
     if trace.endswith(".csv") and not Path(trace).is_absolute():
         trace = str(_ROOT / trace)  # held-out files are named relative to the repository
     cfg = SimConfig(workload=workload, workers=workers, trace=trace, policy=policy,
-                    policy_params=params, iterations=iters, monitor=monitor, fidelity=fidelity)
+                    policy_params=params, iterations=iters, monitor=monitor, fidelity=fidelity,
+                    **run)
     rec, _ = run_simulation(cfg)
     return rec
 
@@ -170,13 +178,17 @@ def run_scenario(sc: Scenario, policies: Sequence[str], fidelity: str = "analyti
             sc.fixed[d] = tta_s(rec, sc.target)
     for spec in policies:
         name, options = policy_spec(spec)
-        # ``sim_monitor=truth`` is the run's (SimConfig.monitor), not the policy's.
-        monitor = str(dict(options).get(SIM_MONITOR, "on"))
-        options = tuple(o for o in options if o[0] != SIM_MONITOR)
+        # ``sim_monitor=truth`` and the pings are the run's (SimConfig), not the policy's.
+        given = dict(options)
+        monitor = str(given.get(SIM_MONITOR, "on"))
+        run = {field: kind(given[key]) for key, (field, kind) in SIM_PINGS.items()
+               if key in given}
+        options = tuple(o for o in options if o[0] != SIM_MONITOR and o[0] not in SIM_PINGS)
         params: tuple[tuple[str, Any], ...] = options
         if name in ("oracle", "mpc"):
             params = (("target_progress", sc.target),) + options
-        rec = _run(sc.trace, sc.workload, sc.workers, name, iters, params, fidelity, monitor)
+        rec = _run(sc.trace, sc.workload, sc.workers, name, iters, params, fidelity, monitor,
+                   **run)
         sc.policies[spec] = tta_s(rec, sc.target)
     return sc
 

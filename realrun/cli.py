@@ -86,6 +86,14 @@ def _add_real(sub: argparse._SubParsersAction[Any]) -> None:
                    help="measure the link's latency with this many one-element collectives "
                    "before the first controlled step; the link monitor uses it when one shape "
                    "of collective cannot split latency from bandwidth (default 0: none)")
+    p.add_argument("--ping-every", type=int, default=0, metavar="N",
+                   help="run the latency pings again before every N-th controlled step, so "
+                   "the monitor follows a latency that wanders (needs --latency-pings; "
+                   "default 0: once, before the first controlled step)")
+    p.add_argument("--ping-on-jump", type=float, default=0.0, metavar="R",
+                   help="ping when the monitor's latency estimate has moved more than R times "
+                   "since the last ping, and re-split the link at the measured latency "
+                   "(default 0: off; as compctl sim --ping-on-jump)")
     p.add_argument("--decision-lag", type=int, default=0, choices=(0, 1),
                    help="1: compute each decision one step ahead, in the network wait, and "
                    "apply it a step later (as compctl sim --decision-lag 1; default 0)")
@@ -168,6 +176,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         eval_every=args.eval_every,
         warmup_steps=args.warmup_steps,
         latency_pings=args.latency_pings,
+        ping_every=args.ping_every,
+        ping_on_jump=args.ping_on_jump,
         decision_lag=args.decision_lag,
         pin_cores=args.pin_cores,
         record_observations=args.record_observations,

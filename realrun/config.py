@@ -36,7 +36,7 @@ _SHORTCUT_DEFAULTS: dict[str, Any] = {
 }
 #: Monitor options, left out of ``to_dict`` at their defaults (earlier runs' ids unchanged).
 _MONITOR_DEFAULTS: dict[str, Any] = {
-    "latency_pings": 0, "decision_lag": 0, "pin_cores": False, "record_observations": False,
+    "latency_pings": 0, "ping_every": 0, "ping_on_jump": 0.0, "decision_lag": 0, "pin_cores": False, "record_observations": False,
     "tcp_cc": None,
 }
 
@@ -68,6 +68,14 @@ class RealConfig:
         latency_pings: one-element collectives run before the first controlled step to
             measure the link's latency for the monitor (:mod:`realrun.hook.pings`); 0: none
             (left out of :meth:`to_dict` then).
+        ping_every: 0 (default: the pings run once) or ``N``: they run again before every
+            ``N``-th controlled step after the first, and the monitor's latency reference
+            becomes each new measurement (:func:`sim.control.pings.ping_due`, the simulator's
+            rule too); needs ``latency_pings``. Left out of :meth:`to_dict` at 0.
+        ping_on_jump: 0 (default: off) or a ratio ``R`` > 1: ping (``max(1, latency_pings)``)
+            before a step whose monitored latency estimate has moved more than ``R`` times
+            since the last ping, and re-split at the measured latency
+            (:class:`sim.control.pings.LatencyJumpCheck`, the simulator's ``ping_on_jump``).
         decision_lag: 0 (default) or 1: compute the decision on the observation before step
             ``s`` during step ``s`` (in its network wait) and apply it at step ``s + 1``
             (:mod:`realrun.hook.ahead`; the simulator's ``decision_lag`` does the same); left
@@ -148,6 +156,8 @@ class RealConfig:
     auto_collectives: str | None = None
     share_gpu: bool = False
     latency_pings: int = 0
+    ping_every: int = 0
+    ping_on_jump: float = 0.0
     decision_lag: int = 0
     pin_cores: bool = False
     record_observations: bool = False
@@ -166,8 +176,14 @@ class RealConfig:
 
         for name, lo in (("nproc", 1), ("steps", 1), ("seed", 0), ("eval_every", 1),
                          ("warmup_steps", 1), ("threads", 1), ("nnodes", 1),
-                         ("latency_pings", 0), ("decision_lag", 0)):
+                         ("latency_pings", 0), ("ping_every", 0), ("decision_lag", 0)):
             need_int(name, lo)
+        if self.ping_every and not self.latency_pings:
+            raise InputError("--ping-every needs --latency-pings >= 1 (the pings to repeat)")
+        jump = self.ping_on_jump
+        if isinstance(jump, bool) or not isinstance(jump, int | float) or not (
+                jump == 0.0 or 1.0 < jump < math.inf):
+            raise InputError(f"ping_on_jump must be 0 (off) or a finite ratio > 1, got {jump!r}")
         if self.decision_lag > 1:
             raise InputError(f"decision_lag must be 0 or 1, got {self.decision_lag!r}")
         if self.batch_size is not None:

@@ -120,6 +120,8 @@ def hook_state_for(cfg: RealConfig, rank: int, world: int, *, player: TracePlaye
         agree_each_step=cfg.agree_each_step(),
         device=device,
         latency_pings=cfg.latency_pings,
+        ping_every=cfg.ping_every,
+        ping_on_jump=cfg.ping_on_jump,
         decision_lag=cfg.decision_lag,
     )
 

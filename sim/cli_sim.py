@@ -112,21 +112,22 @@ def _add_sim(sub: argparse._SubParsersAction[Any]) -> None:
         help="analytic (default), stepwise, or events (stepwise as SimPy processes per worker "
         "and per bucket's collective: same records, more CPU; docs/stepwise.md)",
     )
-    p.add_argument(
-        "--decision-s",
-        type=float,
-        default=0.0,
-        help="seconds charged to every controlled iteration for the controller's decision "
-        "(serial, in compute_s, as a real run's decide_s; default 0)",
-    )
-    p.add_argument(
-        "--decision-lag",
-        type=int,
-        default=0,
-        choices=(0, 1),
-        help="1: apply each decision one iteration after the observation it was made on, its "
-        "cost hidden in that iteration's communication (as compctl real --decision-lag 1)",
-    )
+    p.add_argument("--decision-s", type=float, default=0.0, help="seconds charged to every "
+                   "controlled iteration for the controller's decision (serial, in compute_s, "
+                   "as a real run's decide_s; default 0)")
+    p.add_argument("--decision-lag", type=int, default=0, choices=(0, 1), help="1: apply each "
+                   "decision one iteration after the observation it was made on, its cost hidden "
+                   "in that iteration's communication (as compctl real --decision-lag 1)")
+    p.add_argument("--latency-pings", type=int, default=0, help="before the first controlled "
+                   "iteration, price this many one-element collectives and give the link monitor "
+                   "their latency as its reference, charging their time (as compctl real "
+                   "--latency-pings; default 0: none)")
+    p.add_argument("--ping-every", type=int, default=0, metavar="N", help="repeat the pings "
+                   "before every N-th controlled iteration, the reference following each (needs "
+                   "--latency-pings; as compctl real --ping-every; default 0: once)")
+    p.add_argument("--ping-on-jump", type=float, default=0.0, metavar="R", help="ping when the "
+                   "monitor's latency estimate moved more than R times since the last ping, and "
+                   "re-split at the measured latency (default 0: off; docs/controllers.md)")
     p.add_argument(
         "--measure-decisions",
         action="store_true",
@@ -176,6 +177,9 @@ def _sim_config(args: argparse.Namespace) -> Any:
         decision_s=args.decision_s,
         measure_decisions=args.measure_decisions,
         decision_lag=args.decision_lag,
+        latency_pings=args.latency_pings,
+        ping_every=args.ping_every,
+        ping_on_jump=args.ping_on_jump,
         straggler_sigma=args.straggler_sigma,
         worker_speed_sigma=args.worker_speed_sigma,
         gpus_per_node=args.gpus_per_node,

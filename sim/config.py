@@ -42,6 +42,7 @@ _FLOAT_FIELDS = (
     "compress_scale",
     "overhead_s",
     "decision_s",
+    "ping_on_jump",
     "straggler_sigma",
     "worker_speed_sigma",
     "intra_latency_s",
@@ -208,6 +209,16 @@ class SimConfig:
             controlled iteration the monitor gets the latency of a priced one-element
             collective as its reference (:mod:`sim.control.pings`), and that iteration pays
             the pings' time (serial, in ``compute_s``). In :meth:`to_dict` only when set.
+        ping_every: 0 (default: the pings run once, before the first controlled iteration)
+            or ``N``: they run again before every ``N``-th controlled iteration after it, and
+            each time the monitor's latency reference becomes the new measurement (the real
+            hook's ``ping_every``); needs ``latency_pings``. In :meth:`to_dict` only when set.
+        ping_on_jump: 0 (default: off) or a ratio ``R`` > 1: after an iteration whose
+            monitored latency estimate has moved more than ``R`` times either way since the
+            last ping (or the first estimate), ping (``max(1, latency_pings)`` of them, their
+            time charged to that iteration) and re-split the newest measurement at the
+            measured latency (:class:`sim.control.pings.LatencyJumpCheck`; the real hook's
+            ``ping_on_jump``). In :meth:`to_dict` only when set.
         rank_wait_s: how long, per iteration, the ranks that reach the exchange first wait
             there for the last one, as a real run's records count it: its communication times
             are the greatest over ranks, so they hold that wait, and its delay-driven
@@ -263,6 +274,8 @@ class SimConfig:
     measure_decisions: bool = False
     decision_lag: int = 0
     latency_pings: int = 0
+    ping_every: int = 0
+    ping_on_jump: float = 0.0
     rank_wait_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -296,6 +309,8 @@ class SimConfig:
             ("measure_decisions", False),
             ("decision_lag", 0),
             ("latency_pings", 0),
+            ("ping_every", 0),
+            ("ping_on_jump", 0.0),
             ("rank_wait_s", 0.0),
         ):
             if d[name] == unset:
@@ -346,6 +361,7 @@ class SimConfig:
         for name in (
             "workers", "iterations", "seed", "gpus_per_node", "dtype_bytes", "groups",
             "shuffle_every", "mtu_bytes", "warmup_steps", "decision_lag", "latency_pings",
+            "ping_every",
         ):
             v = kw.get(name)
             if isinstance(v, float) and v.is_integer():

@@ -57,6 +57,13 @@ def validate_config(cfg: Any, fidelities: tuple[str, ...],
     need_int("dtype_bytes", cfg.dtype_bytes, 1)
     need_int("warmup_steps", cfg.warmup_steps, 0)
     need_int("latency_pings", cfg.latency_pings, 0)
+    need_int("ping_every", cfg.ping_every, 0)
+    if cfg.ping_every and not cfg.latency_pings:
+        raise InputError("ping_every needs latency_pings >= 1 (the pings to repeat)")
+    jump = cfg.ping_on_jump
+    if isinstance(jump, bool) or not isinstance(jump, int | float) or not (
+            jump == 0.0 or 1.0 < jump < math.inf):
+        raise InputError(f"ping_on_jump must be 0 (off) or a finite ratio > 1, got {jump!r}")
     if cfg.fidelity not in fidelities:
         raise InputError(
             f"fidelity must be one of {', '.join(fidelities)}, got {cfg.fidelity!r}"

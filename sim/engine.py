@@ -52,7 +52,7 @@ import numpy as np
 import simpy
 
 from sim.compress.spec import check_compatible, get_spec
-from sim.control.pings import PING_BYTES, PING_COLLECTIVE
+from sim.control.pings import PING_BYTES, PING_COLLECTIVE, LatencyJumpCheck, ping_due
 from sim.control.policies.oracle_myopic import HELD_LINK_ONLY
 from sim.control.progress import ProgressModel
 from sim.control.registry import policy_info
@@ -700,6 +700,8 @@ def simulate(
     bar = _progress_bar(cfg.iterations, progress)
     nan = math.nan
 
+    jump_check = LatencyJumpCheck(cfg.ping_on_jump) if cfg.ping_on_jump else None
+
     def training(env: simpy.Environment) -> Any:
         obs = first_observation(
             world_size=world, grad_bytes=grad_bytes, bucket_bytes=bucket_sizes, now_s=env.now
@@ -728,9 +730,11 @@ def simulate(
             plan = model.plan(decision, it)
             start = env.now
             pings_s = 0.0
-            if it == cfg.warmup_steps and cfg.latency_pings and monitor is not None:
-                # The real hook's pings before its first controlled step: the latency
-                # reference of the monitor, their time serial on this iteration.
+            if monitor is not None and ping_due(it, cfg.warmup_steps, cfg.latency_pings,
+                                                cfg.ping_every):
+                # The real hook's pings before its first controlled step (and every
+                # ``ping_every`` after it): the latency reference of the monitor, their time
+                # serial on this iteration.
                 ping_s, ping_alpha = model.ping_s(start)
                 if ping_s > 0.0 and ping_alpha > 0.0:
                     monitor.set_latency_reference(ping_s / ping_alpha)
@@ -754,6 +758,16 @@ def simulate(
                 w = min(cfg.rank_wait_s, res.compute_s)
                 res = replace(res, compute_s=res.compute_s - w,
                               exposed_comm_s=res.exposed_comm_s + w, comm_s=res.comm_s + w)
+            if jump_check is not None and monitor is not None and not warm and (
+                    jump_check.due(monitor.estimate()[0])):
+                # The latency estimate jumped: ping after the iteration (its time is this
+                # iteration's) and re-split at the measured latency, before the observation.
+                ping_s, ping_alpha = model.ping_s(start + res.iter_s)
+                if ping_s > 0.0 and ping_alpha > 0.0:
+                    monitor.anchor_latency(ping_s / ping_alpha)
+                    jump_check.measured(ping_s / ping_alpha)
+                    paid = max(1, cfg.latency_pings) * ping_s
+                    res = replace(res, compute_s=res.compute_s + paid, iter_s=res.iter_s + paid)
             est_lat, est_bw = monitor.estimate() if monitor is not None else (None, None)
             est_split = monitor.split_source if monitor is not None else ""
             if truth:

@@ -13,17 +13,21 @@ descheduled process, a late wake-up), and the first collectives of a run are slo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.distributed as dist
 
 from sim.collectives import collective_terms
-from sim.control.pings import PING_BYTES, PING_COLLECTIVE
+from sim.control.monitor import LinkMonitor
+from sim.control.pings import PING_BYTES, PING_COLLECTIVE, LatencyJumpCheck, ping_due
+from sim.errors import InputError
 
 from .clock import CommClock
 
 # PING_COLLECTIVE: what a ping is priced as (its alpha-beta terms feed the emulator), shared
 # with the simulator's pings (sim.control.pings).
-__all__ = ["PING_COLLECTIVE", "measure_latency_s"]
+__all__ = ["PING_COLLECTIVE", "PingSchedule", "measure_latency_s"]
 
 
 def measure_latency_s(
@@ -51,3 +55,40 @@ def measure_latency_s(
     agreed = torch.tensor(spans, dtype=torch.float64, device=device)
     dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=process_group)
     return min(agreed.tolist()) / max(terms.n_alpha, 1.0)
+
+
+class PingSchedule:
+    """When the hook pings, and what the monitor does with the result: ``latency_pings``
+    pings before the first controlled step and every ``ping_every``-th after it
+    (:func:`sim.control.pings.ping_due`; the result becomes the monitor's latency reference),
+    and with ``ping_on_jump`` before a step whose latency estimate jumped
+    (:class:`sim.control.pings.LatencyJumpCheck`; the monitor re-splits at the result). The
+    simulator applies the same two rules (:mod:`sim.engine`)."""
+
+    def __init__(self, latency_pings: int = 0, ping_every: int = 0,
+                 ping_on_jump: float = 0.0) -> None:
+        for name, v in (("latency_pings", latency_pings), ("ping_every", ping_every)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InputError(f"{name} must be an integer >= 0, got {v!r}")
+        self.latency_pings = latency_pings
+        self.ping_every = ping_every
+        try:
+            self.jump_check = LatencyJumpCheck(ping_on_jump) if ping_on_jump else None
+        except (TypeError, ValueError) as exc:
+            raise InputError(str(exc)) from None
+
+    def before_step(self, step: int, warmup_steps: int, monitor: LinkMonitor,
+                    measure: Callable[[int], float | None]) -> None:
+        """Run the pings due before ``step`` with ``measure(count)`` (a collective: every
+        rank calls this at the same step, and the monitors fed the same agreed measurements
+        decide alike) and hand the result to ``monitor``."""
+        if ping_due(step, warmup_steps, self.latency_pings, self.ping_every):
+            ref = measure(self.latency_pings)
+            if ref is not None and ref > 0.0:
+                monitor.set_latency_reference(ref)
+        elif step >= warmup_steps and self.jump_check is not None and self.jump_check.due(
+                monitor.estimate()[0]):
+            ref = measure(max(1, self.latency_pings))
+            if ref is not None and ref > 0.0:
+                monitor.anchor_latency(ref)
+                self.jump_check.measured(ref)

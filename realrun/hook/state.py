@@ -31,7 +31,7 @@ from .ahead import DecisionAhead, DecisionClock
 from .buckets import CompressorBank
 from .clock import CommClock
 from .loss import BoundedLoss
-from .pings import measure_latency_s
+from .pings import PingSchedule, measure_latency_s
 from .records import Accum, IterationStats, local_row
 
 __all__ = ["CompressionHookState"]
@@ -78,6 +78,12 @@ class CompressionHookState:
             as its latency reference (:meth:`sim.control.monitor.LinkMonitor.set_latency_reference`:
             used when one shape of collective cannot split latency from bandwidth); 0 (default):
             no pings.
+        ping_every: 0 (default): the pings run once. ``N``: again before every ``N``-th
+            controlled step after the first (:func:`sim.control.pings.ping_due`), each
+            measurement replacing the monitor's latency reference.
+        ping_on_jump: 0 (default: off) or a ratio > 1: ping before a controlled step whose
+            monitored latency estimate moved that many times since the last ping, and
+            re-split the monitor there (:class:`sim.control.pings.LatencyJumpCheck`).
         decision_lag: 0 (default): each step's decision is computed at its first bucket, on
             the critical path. 1: the decision on the observation before step ``s`` is
             computed during step ``s`` (in its first emulated network wait, else when needed)
@@ -103,6 +109,8 @@ class CompressionHookState:
         device: torch.device | None = None,
         latency_pings: int = 0,
         decision_lag: int = 0,
+        ping_every: int = 0,
+        ping_on_jump: float = 0.0,
     ) -> None:
         if world_size < 1:
             raise InputError(f"world_size must be >= 1, got {world_size}")
@@ -113,10 +121,8 @@ class CompressionHookState:
                 f"warmup_steps must be >= 1 (DDP rebuilds its buckets after the first "
                 f"iteration), got {warmup_steps}"
             )
-        if isinstance(latency_pings, bool) or not isinstance(latency_pings, int) or (
-            latency_pings < 0
-        ):
-            raise InputError(f"latency_pings must be an integer >= 0, got {latency_pings!r}")
+        #: When the latency pings run (before the first controlled step, every N-th, on a jump).
+        self.pings = PingSchedule(latency_pings, ping_every, ping_on_jump)
         if decision_lag not in (0, 1) or isinstance(decision_lag, bool):
             raise InputError(f"decision_lag must be 0 or 1, got {decision_lag!r}")
         if not isinstance(controller, Controller):
@@ -150,7 +156,6 @@ class CompressionHookState:
             var_owner=var,
             each_step=self.agree_each_step,
         )
-        self.latency_pings = latency_pings
         self.decision_lag = int(decision_lag)
         #: decide() seconds this rank spent in the iteration in progress, and the part hidden
         #: in network waits.
@@ -248,17 +253,10 @@ class CompressionHookState:
         # step; it has had the whole forward pass to finish, so this wait is usually free.
         self.agreement.collect()
         warm = self.step < self.warmup_steps
-        if self.step == self.warmup_steps and self.latency_pings:
-            # Every rank reaches this step's first bucket: the pings are collectives.
-            ref = measure_latency_s(
-                self.latency_pings,
-                world_size=self.world_size,
-                clock=self.comm,
-                device=self.device,
-                process_group=self.process_group,
-            )
-            if ref is not None and ref > 0.0:
-                self.monitor.set_latency_reference(ref)
+        # Every rank reaches this step's first bucket: the pings are collectives.
+        self.pings.before_step(self.step, self.warmup_steps, self.monitor, lambda count: (
+            measure_latency_s(count, world_size=self.world_size, clock=self.comm,
+                              device=self.device, process_group=self.process_group)))
         if warm:
             decision = Decision()
         elif self.decision_lag and self._ahead.pending:

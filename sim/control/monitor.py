@@ -45,18 +45,8 @@ from .monitor_kalman import BANDWIDTH_DRIFT, KalmanLink
 from .monitor_split import RESIDUAL_ROWS, bandwidth_log_sd, identifiable, pinned_split
 from .smoothing import EwmaFilter, MinFilter
 
-__all__ = [
-    "fit_alpha_beta",
-    "fit_alpha_beta_lstsq",
-    "KalmanLink",
-    "FIT_MODES",
-    "EwmaFilter",
-    "MinFilter",
-    "LinkMonitor",
-    "SMOOTHING_MODES",
-    "SPLIT_SOURCES",
-    "monitor_for",
-]
+__all__ = ["fit_alpha_beta", "fit_alpha_beta_lstsq", "KalmanLink", "FIT_MODES", "EwmaFilter",
+           "MinFilter", "LinkMonitor", "SMOOTHING_MODES", "SPLIT_SOURCES", "monitor_for"]
 
 _log = logging.getLogger(__name__)
 
@@ -338,6 +328,32 @@ class LinkMonitor:
         self._beta = seconds / n_bytes
         self._source = "guess"
         return None
+
+    def anchor_latency(self, latency_s: float) -> None:
+        """Re-split the newest row at a ping's latency (:mod:`sim.control.pings`): bytes get
+        what it leaves (at least 0.1% of it) and the window restarts from that split, so older
+        rows cannot split it back. With a latency reference, that reference moves instead."""
+        if not (math.isfinite(latency_s) and latency_s > 0.0):
+            raise ValueError(f"an anchor latency must be > 0, got {latency_s!r}")
+        if self._latency_ref is not None:
+            self.set_latency_reference(latency_s)
+            return
+        beta = self._beta
+        if self._rows:
+            n_alpha, n_bytes, secs = self._rows[-1]
+            if n_bytes > 0.0:
+                beta = max(secs - n_alpha * latency_s, 1e-3 * secs) / n_bytes
+        self._alpha_s = latency_s
+        if beta is None or not beta > 0.0:
+            return  # no byte term known yet: the next rows split it, from this latency
+        self._beta = beta
+        self._rows.clear()
+        self._kalman = KalmanLink(latency_s, beta, rel_sd=_EXACT_SD,
+                                  bandwidth_drift=self.bandwidth_drift)
+        self._guessed = False
+        self._source = "reference"
+        self._ewma_alpha = EwmaFilter(self._ewma_weight)
+        self._ewma_beta = EwmaFilter(self._ewma_weight)
 
     def _agrees(self, settled: tuple[float, float, float]) -> bool:
         """Whether the filter's split lies within two relative standard errors of a settled

@@ -134,7 +134,7 @@ def _assert_a_new_set(n: int) -> list[str]:
     return files
 
 
-@pytest.mark.parametrize("n", [5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16])
+@pytest.mark.parametrize("n", [5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17])
 def test_each_held_out_set_shares_no_trace_seed_generator_setting_or_file(n: int) -> None:
     """The fifth set on (the sixth checks its files too, below)."""
     _assert_a_new_set(n)
@@ -340,7 +340,7 @@ def test_eighth_held_out_files_are_what_their_script_writes(tmp_path: Path) -> N
         assert float(bw) == min(pairs[(a, b)][1], pairs[(b, c)][1])
 
 
-@pytest.mark.parametrize("n", [9, 10, 11, 12, 13, 14, 15, 16])
+@pytest.mark.parametrize("n", [9, 10, 11, 12, 13, 14, 15, 16, 17])
 def test_held_out_traces_all_load(n: int) -> None:
     """Every trace of the ``n``-th set parses (a typo in a generator setting fails here, not
     in the one run the set gets)."""
@@ -397,6 +397,8 @@ _IMPORTED = {
          "heldout15-geo-standard5.csv", 5),
     16: ("traces/data/fcc-10322.csv", "heldout16-fcc-regional.csv", 0.004, 3000.0,
          "heldout16-geo-premium-min6.csv", 6),
+    17: ("traces/data/norway-train-1.csv", "heldout17-train-wan.csv", 0.012, 2000.0,
+         "heldout17-geo-any-avg7.csv", 7),
 }
 
 
@@ -502,3 +504,35 @@ def test_a_run_that_saw_the_true_link_is_no_adaptive_policy(monkeypatch: Any) ->
     sc = tt.run_scenario(tt.Scenario("t", "w", 8, "c"), [f"{truth}:history=20"], known=known)
     assert calls == [("mpc", (("target_progress", 1.0), ("history", 20)), "truth")]
     assert sc.policies[f"{truth}:history=20"] == 1.0
+
+
+def test_a_pinging_variant_is_an_adaptive_policy_whose_run_pays_the_pings(
+        monkeypatch: Any) -> None:
+    """``sim_latency_pings`` / ``sim_ping_every`` go to the run (a real run's ``--latency-pings
+    --ping-every``), not to the policy; the variant is adaptive (a real hook can ping)."""
+    tt = _module()
+    spec = "mpc:sim_latency_pings=1:sim_ping_every=5:history=20"
+    a = tt.Scenario("t1", "w", 8, "stepped", 10.0, {1.0: 12.0}, {"oracle": 9.0, spec: 9.2})
+    assert a.best_adaptive() == (spec, 9.2)
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def fake_run(trace: str, workload: str, workers: int, policy: str, iters: int,
+                 params: tuple[Any, ...], fidelity: str = "analytic",
+                 monitor: str = "on", **run: Any) -> Any:
+        calls.append((policy, params, run))
+        return pd.DataFrame({"progress": [1e9], "start_s": [0.0], "iter_s": [1.0]})
+
+    monkeypatch.setattr(tt, "_run", fake_run)
+    monkeypatch.setattr(tt, "target_progress", lambda w: 1.0)
+    known = tt.Scenario("t", "w", 8, "c", 1.0, {1.0: 1.0}, {"oracle": 1.0})
+    tt.run_scenario(tt.Scenario("t", "w", 8, "c"), [spec], known=known)
+    assert calls == [("mpc", (("target_progress", 1.0), ("history", 20)),
+                      {"latency_pings": 1, "ping_every": 5})]
+    # The real thing: the pings' time is in the run's records.
+    monkeypatch.undo()
+    plain = tt._run(tt.BUNDLED[0], "lstm-ptb", 8, "fixed", 12,
+                    (("density", 0.1), ("compressor", "topk"), ("collective", "allgather")))
+    pinged = tt._run(tt.BUNDLED[0], "lstm-ptb", 8, "fixed", 12,
+                     (("density", 0.1), ("compressor", "topk"), ("collective", "allgather")),
+                     latency_pings=1, ping_every=5)
+    assert pinged["iter_s"].sum() > plain["iter_s"].sum()

@@ -127,6 +127,54 @@ def test_observations_carry_how_well_the_window_pins_the_bandwidth(
         assert got == min(monitor, BANDWIDTH_LOG_SD_CAP) and got > 0.0
 
 
+def _scenario_every(rank: int, world: int) -> dict[str, Any]:
+    """``ping_every=2`` over 8 steps (warm-up 1): pings before steps 1, 3, 5 and 7, counted
+    by wrapping the measurement the hook calls."""
+    import realrun.hook.state as hook_state
+
+    pinged: list[tuple[int, float | None]] = []
+    measure = hook_state.measure_latency_s
+
+    def counted(*args: Any, **kwargs: Any) -> float | None:
+        ref = measure(*args, **kwargs)
+        pinged.append((state.step, ref))
+        return ref
+
+    hook_state.measure_latency_s = counted  # type: ignore[assignment]
+    torch.manual_seed(0)
+    ddp = DDP(nn.Linear(40, 1, bias=False))
+    player = TracePlayer(PiecewiseTrace.constant(LATENCY_S, 1e9))
+    player.start()
+    state = CompressionHookState(
+        controller=make_policy("fixed", density=0.1, collective="allgather"),
+        world_size=world, rank=rank, emulator=HookEmulator("hook", player),
+        latency_pings=2, ping_every=2,
+    )
+    ddp.register_comm_hook(state, compression_hook)
+    gen = torch.Generator().manual_seed(rank)
+    refs = []
+    for _ in range(8):
+        ddp.zero_grad()
+        ddp(torch.randn(4, 40, generator=gen)).pow(2).sum().backward()
+        state.end_iteration(iter_s=0.0)
+        refs.append(state.monitor.latency_reference_s)
+    state.flush()
+    return {"pinged": pinged, "refs": refs}
+
+
+def test_ping_every_repeats_the_pings_and_each_sets_the_reference() -> None:
+    ranks = run_ranks(_scenario_every, 2)
+    steps = [[s for s, _ in r["pinged"]] for r in ranks]
+    assert steps == [[1, 3, 5, 7]] * 2  # the same steps on every rank: they are collectives
+    for r in ranks:
+        for step, ref in r["pinged"]:
+            after = r["refs"][step]
+            assert ref is not None and LATENCY_S * 0.999 <= ref
+            # The step's own collectives can only lower the new reference.
+            assert after is not None and after <= ref
+    assert ranks[0]["pinged"] == ranks[1]["pinged"]
+
+
 def test_state_and_config_reject_bad_ping_counts() -> None:
     with pytest.raises(InputError, match="latency_pings"):
         CompressionHookState(controller=make_policy("dense"), world_size=2, rank=0,
@@ -137,6 +185,26 @@ def test_state_and_config_reject_bad_ping_counts() -> None:
     assert "latency_pings" not in RealConfig(workload="digits-mlp", emulation="none").to_dict()
     cfg = RealConfig(workload="digits-mlp", emulation="none", latency_pings=4)
     assert cfg.to_dict()["latency_pings"] == 4
+    assert "ping_every" not in cfg.to_dict()
+    assert RealConfig(workload="digits-mlp", emulation="none", latency_pings=4,
+                      ping_every=3).to_dict()["ping_every"] == 3
+    with pytest.raises(InputError, match="ping-every needs --latency-pings"):
+        RealConfig(workload="digits-mlp", emulation="none", ping_every=3)
+    for bad in (-1, True):
+        with pytest.raises(InputError, match="ping_every"):
+            CompressionHookState(controller=make_policy("dense"), world_size=2, rank=0,
+                                 latency_pings=1, ping_every=bad)
+        with pytest.raises(InputError, match="ping_every"):
+            RealConfig(workload="digits-mlp", emulation="none", latency_pings=1, ping_every=bad)
+    assert "ping_on_jump" not in cfg.to_dict()
+    assert RealConfig(workload="digits-mlp", emulation="none",
+                      ping_on_jump=5.0).to_dict()["ping_on_jump"] == 5.0
+    for jump in (1.0, -1.0, True, math.inf):
+        with pytest.raises(InputError, match="ping_on_jump"):
+            RealConfig(workload="digits-mlp", emulation="none", ping_on_jump=jump)
+        with pytest.raises(InputError, match="ping_on_jump"):
+            CompressionHookState(controller=make_policy("dense"), world_size=2, rank=0,
+                                 ping_on_jump=jump)
 
 
 def test_observation_carries_the_links_own_time_when_measured() -> None:

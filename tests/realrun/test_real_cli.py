@@ -40,6 +40,18 @@ def test_bad_policy_parameter_fails_before_any_process(
     assert "densty" in _err_line(capsys)
 
 
+def test_ping_every_without_pings_fails_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for cmd in (["real"], ["sim", "--workers", "2"]):
+        out = tmp_path / cmd[0]
+        argv = [*cmd, "--workload", "digits-mlp", "--trace", TRACE, "--ping-every", "5",
+                "--out", str(out)]
+        assert main(argv) == 2
+        line = _err_line(capsys).replace("_", "-")
+        assert "ping-every needs" in line and "latency-pings" in line
+        assert not out.exists()
+
+
 def test_existing_output_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "r").mkdir()
     argv = ["real", "--workload", "digits-mlp", "--trace", TRACE, "--out", str(tmp_path / "r")]

@@ -1,6 +1,6 @@
 """``SimConfig.latency_pings``: the simulator prices the real hook's latency pings, hands their
 latency to its monitor as the reference, and charges their time to the first controlled step;
-``validate`` carries a real run's ``latency_pings`` over."""
+``validate`` carries a real run's ``latency_pings`` over; ``ping_every`` repeats them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from analysis.validate import sim_config_for
 from sim.collectives import collective_terms
-from sim.control.pings import PING_BYTES, PING_COLLECTIVE
+from sim.control.pings import PING_BYTES, PING_COLLECTIVE, ping_due
 from sim.errors import InputError
 from sim.runner import SimConfig, run_simulation
 
@@ -72,3 +74,63 @@ def test_validate_carries_the_real_runs_pings_over() -> None:
     assert sim_config_for(meta).latency_pings == 20
     meta["config"]["use_hook"] = False
     assert sim_config_for(meta).latency_pings == 0
+
+
+# ``ping_every``: the pings again before every N-th controlled step, the reference following.
+# A latency that steps up 1 ms -> 5 ms after 1 s and stays there (bandwidth constant).
+LAT_STEP = "steps:dur_s=1/1000,lat_ms=1/5,bw_mbps=50/50"
+CONST = "steps:dur_s=1000,lat_ms=1,bw_mbps=50"
+
+
+@given(warm=st.integers(0, 5), pings=st.integers(0, 3), every=st.integers(0, 7),
+       step=st.integers(0, 60))
+def test_ping_due_is_the_first_controlled_step_and_every_nth_after(
+        warm: int, pings: int, every: int, step: int) -> None:
+    due = ping_due(step, warm, pings, every)
+    if pings == 0 or step < warm:
+        assert not due
+    elif step == warm:
+        assert due
+    else:
+        assert due == (every > 0 and (step - warm) % every == 0)
+
+
+def test_ping_every_is_validated_and_left_out_at_its_default() -> None:
+    assert "ping_every" not in SimConfig.from_dict({**BASE, "latency_pings": 2}).to_dict()
+    cfg = SimConfig.from_dict({**BASE, "latency_pings": 2, "ping_every": 4.0})
+    assert cfg.ping_every == 4 and cfg.to_dict()["ping_every"] == 4
+    assert SimConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(InputError, match="ping_every needs latency_pings"):
+        SimConfig.from_dict({**BASE, "ping_every": 3})
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InputError, match="ping_every"):
+            SimConfig.from_dict({**BASE, "latency_pings": 1, "ping_every": bad})
+
+
+def test_repeated_pings_cost_their_time_on_their_steps_only() -> None:
+    fixed: dict[str, Any] = {"trace": CONST, "policy": "fixed", "monitor": "on", "policy_params": {
+        "density": 0.1, "compressor": "topk", "collective": "allgather"}}
+    plain = _run(**fixed)
+    pinged = _run(**fixed, latency_pings=2, ping_every=10)
+    extra = pinged["iter_s"].to_numpy() - plain["iter_s"].to_numpy()
+    charged = np.nonzero(extra > 1e-12)[0]
+    # Steps 1, 11, 21, ... (warm-up 1): one fixed decision on a constant link, so the runs
+    # differ only by the pings' time.
+    assert charged.tolist() == list(range(1, len(extra), 10))
+    assert np.all(extra > -1e-12)
+    terms = collective_terms(PING_COLLECTIVE, 4, PING_BYTES)
+    ping_s = terms.n_alpha * 1e-3 + terms.n_bytes / (50e6 / 8)
+    assert extra[charged] == pytest.approx(np.full(len(charged), 2 * ping_s), rel=1e-6)
+
+
+def test_the_reference_follows_a_latency_that_steps_up_only_with_ping_every() -> None:
+    once = _run(trace=LAT_STEP, latency_pings=1)
+    every = _run(trace=LAT_STEP, latency_pings=1, ping_every=5)
+    late = once["start_s"].to_numpy() > 2.0
+    assert late.sum() > 20
+    # Pinged once, at 1 ms: the reference can only be lowered by what the collectives show,
+    # so the rise to 5 ms is booked as bandwidth and the latency estimate stays at 1 ms.
+    assert np.all(once["est_latency_s"].to_numpy()[late] < 1.5e-3)
+    # Pinged every 5 steps: the reference (and the estimate) follows the link to 5 ms.
+    assert np.all(np.abs(every["est_latency_s"].to_numpy()[late] - 5e-3) < 0.5e-3)
+    assert every["est_bandwidth_Bps"].to_numpy()[late].min() > 0.9 * 50e6 / 8
